@@ -1,0 +1,271 @@
+//! Durable definitions of tables and views and their registration with
+//! DataFusion. A definition is the statement's SQL text; on start the engine
+//! re-plans each one in creation order. Table rows live in `table::TableLog`.
+
+pub mod table;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::SchemaProvider;
+use datafusion::common::Constraints;
+use datafusion::datasource::{TableProvider, ViewTable};
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{sqlstate, Result, WeirError};
+use crate::state::{key, StateStore, WriteBatch};
+use table::{rows_prefix, DurableTable, TableLog};
+
+/// The database name clients connect to and the one schema it has.
+pub const DATABASE_NAME: &str = "weir";
+pub const SCHEMA_NAME: &str = "public";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RelationKind {
+    Table,
+    View,
+}
+
+impl RelationKind {
+    pub fn noun(self) -> &'static str {
+        match self {
+            RelationKind::Table => "table",
+            RelationKind::View => "view",
+        }
+    }
+}
+
+/// What is stored for each relation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelationDefinition {
+    pub id: u64,
+    pub name: String,
+    pub kind: RelationKind,
+    /// The CREATE statement, re-planned on start.
+    pub sql: String,
+    /// Relations this one reads (views only).
+    pub depends_on: Vec<String>,
+}
+
+pub struct Catalog {
+    store: Arc<dyn StateStore>,
+    schema: Arc<dyn SchemaProvider>,
+    definitions: RwLock<BTreeMap<String, RelationDefinition>>,
+    table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
+}
+
+fn definition_key(id: u64) -> Vec<u8> {
+    key(&[b"catalog", b"relation", &id.to_be_bytes()])
+}
+
+impl Catalog {
+    /// Loads the stored definitions; providers are registered by the engine
+    /// as it re-plans them (`restore_table`, `restore_view`).
+    pub fn open(store: Arc<dyn StateStore>, schema: Arc<dyn SchemaProvider>) -> Result<Self> {
+        let mut definitions = BTreeMap::new();
+        for (stored_key, value) in store.scan_prefix(&key(&[b"catalog", b"relation", b""]))? {
+            let definition: RelationDefinition =
+                serde_json::from_slice(&value).map_err(|error| {
+                    WeirError::new(
+                        sqlstate::DATA_CORRUPTED,
+                        format!(
+                            "catalog entry {:?} cannot be decoded: {error}",
+                            String::from_utf8_lossy(&stored_key)
+                        ),
+                    )
+                })?;
+            definitions.insert(definition.name.clone(), definition);
+        }
+        Ok(Catalog {
+            store,
+            schema,
+            definitions: RwLock::new(definitions),
+            table_logs: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// Definitions in creation order, so each one's dependencies come first.
+    pub fn definitions(&self) -> Vec<RelationDefinition> {
+        let mut all: Vec<_> = self.read().values().cloned().collect();
+        all.sort_by_key(|definition| definition.id);
+        all
+    }
+
+    pub fn get(&self, name: &str) -> Option<RelationDefinition> {
+        self.read().get(name).cloned()
+    }
+
+    /// The rows of table `name`, if it is one of ours.
+    pub fn table(&self, name: &str) -> Option<Arc<TableLog>> {
+        let logs = self.table_logs.read().unwrap_or_else(|p| p.into_inner());
+        logs.get(name).cloned()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RelationDefinition>> {
+        self.definitions
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, RelationDefinition>> {
+        self.definitions
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn next_id(&self) -> u64 {
+        self.read().values().map(|d| d.id + 1).max().unwrap_or(1)
+    }
+
+    /// Fails with 42P07 when `name` is taken (by us or a built-in).
+    pub fn check_name_free(&self, name: &str) -> Result<()> {
+        if self.read().contains_key(name) || self.schema.table_exist(name) {
+            return Err(WeirError::new(
+                sqlstate::DUPLICATE_TABLE,
+                format!("relation \"{name}\" already exists"),
+            )
+            .with_hint("Pick another name, or use IF NOT EXISTS."));
+        }
+        Ok(())
+    }
+
+    /// Creates and durably records a new table.
+    pub fn create_table(&self, name: &str, sql: &str, table: TableParts) -> Result<Arc<TableLog>> {
+        self.check_name_free(name)?;
+        let definition = RelationDefinition {
+            id: self.next_id(),
+            name: name.to_string(),
+            kind: RelationKind::Table,
+            sql: sql.to_string(),
+            depends_on: Vec::new(),
+        };
+        self.persist(&definition)?;
+        self.restore_table(definition, table)
+    }
+
+    /// Registers a table whose definition is already stored.
+    pub fn restore_table(
+        &self,
+        definition: RelationDefinition,
+        table: TableParts,
+    ) -> Result<Arc<TableLog>> {
+        let log = Arc::new(TableLog::open(
+            definition.id,
+            table.schema,
+            self.store.clone(),
+        )?);
+        let provider = DurableTable::new(log.clone(), table.constraints, table.column_defaults);
+        self.register(&definition.name, Arc::new(provider))?;
+        self.table_logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(definition.name.clone(), log.clone());
+        self.write().insert(definition.name.clone(), definition);
+        Ok(log)
+    }
+
+    pub fn create_view(&self, name: &str, sql: &str, plan: LogicalPlan) -> Result<()> {
+        self.check_name_free(name)?;
+        let definition = RelationDefinition {
+            id: self.next_id(),
+            name: name.to_string(),
+            kind: RelationKind::View,
+            sql: sql.to_string(),
+            depends_on: self.dependencies(&plan),
+        };
+        self.persist(&definition)?;
+        self.restore_view(definition, plan)
+    }
+
+    pub fn restore_view(&self, definition: RelationDefinition, plan: LogicalPlan) -> Result<()> {
+        let view = ViewTable::new(plan, Some(definition.sql.clone()));
+        self.register(&definition.name, Arc::new(view))?;
+        self.write().insert(definition.name.clone(), definition);
+        Ok(())
+    }
+
+    /// Drops a relation and, for a table, its rows, in one durable commit.
+    pub fn drop_relation(&self, name: &str, kind: RelationKind) -> Result<()> {
+        let definition = self
+            .get(name)
+            .ok_or_else(|| WeirError::undefined_table(name))?;
+        if definition.kind != kind {
+            return Err(WeirError::new(
+                sqlstate::WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is not a {}", kind.noun()),
+            )
+            .with_hint(format!(
+                "Use DROP {}.",
+                definition.kind.noun().to_uppercase()
+            )));
+        }
+        if let Some(dependent) = self.dependents(name).first() {
+            return Err(WeirError::new(
+                sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                format!(
+                    "cannot drop {} {name} because view {dependent} depends on it",
+                    kind.noun()
+                ),
+            )
+            .with_hint(format!("Drop the view first: DROP VIEW {dependent};")));
+        }
+        let mut batch = WriteBatch::new();
+        batch.delete(definition_key(definition.id));
+        if kind == RelationKind::Table {
+            batch.delete_prefix(rows_prefix(definition.id));
+        }
+        self.store.commit(batch)?;
+        self.schema.deregister_table(name)?;
+        self.table_logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        self.write().remove(name);
+        Ok(())
+    }
+
+    fn dependents(&self, name: &str) -> Vec<String> {
+        self.read()
+            .values()
+            .filter(|definition| definition.depends_on.iter().any(|d| d == name))
+            .map(|definition| definition.name.clone())
+            .collect()
+    }
+
+    /// Names of catalog relations a plan scans (including in subqueries).
+    fn dependencies(&self, plan: &LogicalPlan) -> Vec<String> {
+        let mut names = Vec::new();
+        let _ = plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let name = scan.table_name.table().to_string();
+                if self.read().contains_key(&name) && !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        });
+        names
+    }
+
+    fn persist(&self, definition: &RelationDefinition) -> Result<()> {
+        let value = serde_json::to_vec(definition)
+            .map_err(|error| WeirError::internal(format!("cannot encode definition: {error}")))?;
+        let mut batch = WriteBatch::new();
+        batch.put(definition_key(definition.id), value);
+        self.store.commit(batch)
+    }
+
+    fn register(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
+        self.schema.register_table(name.to_string(), provider)?;
+        Ok(())
+    }
+}
+
+/// What DataFusion's CREATE TABLE planning tells us about a new table.
+pub struct TableParts {
+    pub schema: SchemaRef,
+    pub constraints: Constraints,
+    pub column_defaults: HashMap<String, Expr>,
+}

@@ -1,0 +1,226 @@
+//! CREATE / DROP of tables and views: what DataFusion plans, weir executes
+//! against its durable catalog (DataFusion's own DDL execution would keep
+//! everything in memory).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::common::TableReference;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::{CreateMemoryTable, CreateView, DdlStatement, LogicalPlan};
+use datafusion::physical_plan::collect;
+
+use super::sql_types::create_table_sql;
+use super::Engine;
+use crate::catalog::{RelationDefinition, RelationKind, TableParts, DATABASE_NAME, SCHEMA_NAME};
+use crate::error::{sqlstate, Result, WeirError};
+
+/// The outcome of a command that returns no rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandDone {
+    /// The CommandComplete tag, e.g. `CREATE TABLE` or `INSERT`.
+    pub tag: String,
+    /// Row count for tags that carry one (`INSERT 0 n`, `SELECT n`, `COPY n`).
+    pub rows: Option<u64>,
+    /// A notice to send before completing, e.g. for IF NOT EXISTS.
+    pub notice: Option<Notice>,
+}
+
+/// A NoticeResponse: severity `NOTICE` or `WARNING`, and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub severity: &'static str,
+    pub message: String,
+}
+
+impl Notice {
+    pub fn notice(message: &str) -> Self {
+        Notice {
+            severity: "NOTICE",
+            message: message.to_string(),
+        }
+    }
+
+    pub fn warning(message: &str) -> Self {
+        Notice {
+            severity: "WARNING",
+            message: message.to_string(),
+        }
+    }
+}
+
+impl CommandDone {
+    pub fn new(tag: &str) -> Self {
+        CommandDone {
+            tag: tag.to_string(),
+            rows: None,
+            notice: None,
+        }
+    }
+
+    pub fn with_rows(mut self, rows: u64) -> Self {
+        self.rows = Some(rows);
+        self
+    }
+
+    pub fn with_notice(mut self, notice: Notice) -> Self {
+        self.notice = Some(notice);
+        self
+    }
+}
+
+impl Engine {
+    /// Executes a DDL plan; `sql` is the statement text to record.
+    pub async fn execute_ddl(
+        &self,
+        state: &SessionState,
+        ddl: &DdlStatement,
+        sql: &str,
+    ) -> Result<CommandDone> {
+        match ddl {
+            DdlStatement::CreateMemoryTable(create) => self.create_table(state, create, sql).await,
+            DdlStatement::CreateView(create) => self.create_view(create, sql),
+            DdlStatement::DropTable(drop) => {
+                self.drop_relation(&drop.name, drop.if_exists, RelationKind::Table)
+            }
+            DdlStatement::DropView(drop) => {
+                self.drop_relation(&drop.name, drop.if_exists, RelationKind::View)
+            }
+            DdlStatement::CreateCatalogSchema(_) | DdlStatement::CreateCatalog(_) => {
+                Err(WeirError::unsupported("CREATE SCHEMA is not supported")
+                    .with_hint("weir has one schema, public; create tables there."))
+            }
+            DdlStatement::CreateExternalTable(_) => Err(WeirError::unsupported(
+                "CREATE EXTERNAL TABLE is not supported",
+            )
+            .with_hint("Create a table and load it with COPY ... FROM STDIN.")),
+            other => Err(WeirError::unsupported(format!(
+                "{} is not supported",
+                other.name()
+            ))),
+        }
+    }
+
+    async fn create_table(
+        &self,
+        state: &SessionState,
+        create: &CreateMemoryTable,
+        sql: &str,
+    ) -> Result<CommandDone> {
+        let name = relation_name(&create.name)?;
+        if create.temporary {
+            return Err(WeirError::unsupported("temporary tables are not supported")
+                .with_hint("Create an ordinary table and drop it when done."));
+        }
+        if create.or_replace {
+            return Err(
+                WeirError::unsupported("CREATE OR REPLACE TABLE is not supported")
+                    .with_hint("DROP TABLE first, then CREATE TABLE."),
+            );
+        }
+        if create.if_not_exists && self.catalog.get(&name).is_some() {
+            return Ok(
+                CommandDone::new("CREATE TABLE").with_notice(Notice::notice(&format!(
+                    "relation \"{name}\" already exists, skipping"
+                ))),
+            );
+        }
+        let parts = table_parts(create);
+        let is_create_as = !matches!(create.input.as_ref(), LogicalPlan::EmptyRelation(_));
+        if !is_create_as {
+            self.catalog.create_table(&name, sql, parts)?;
+            return Ok(CommandDone::new("CREATE TABLE"));
+        }
+        // CREATE TABLE AS: record a plain CREATE TABLE (the query may later
+        // stop planning), then fill the table from the query.
+        let stored_sql = create_table_sql(&name, &parts.schema)?;
+        self.catalog.check_name_free(&name)?;
+        let physical = state.create_physical_plan(&create.input).await?;
+        let batches = collect(physical, state.task_ctx()).await?;
+        let log = self.catalog.create_table(&name, &stored_sql, parts)?;
+        let rows = log.append(batches).await?;
+        Ok(CommandDone::new("SELECT").with_rows(rows))
+    }
+
+    fn create_view(&self, create: &CreateView, sql: &str) -> Result<CommandDone> {
+        let name = relation_name(&create.name)?;
+        if create.temporary {
+            return Err(WeirError::unsupported("temporary views are not supported"));
+        }
+        if create.or_replace && self.catalog.get(&name).is_some() {
+            self.catalog.drop_relation(&name, RelationKind::View)?;
+        }
+        self.catalog
+            .create_view(&name, sql, create.input.as_ref().clone())?;
+        Ok(CommandDone::new("CREATE VIEW"))
+    }
+
+    fn drop_relation(
+        &self,
+        reference: &TableReference,
+        if_exists: bool,
+        kind: RelationKind,
+    ) -> Result<CommandDone> {
+        let name = relation_name(reference)?;
+        let tag = format!("DROP {}", kind.noun().to_uppercase());
+        if if_exists && self.catalog.get(&name).is_none() {
+            return Ok(CommandDone::new(&tag).with_notice(Notice::notice(&format!(
+                "{} \"{name}\" does not exist, skipping",
+                kind.noun()
+            ))));
+        }
+        self.catalog.drop_relation(&name, kind)?;
+        Ok(CommandDone::new(&tag))
+    }
+
+    /// Registers a stored relation from its re-planned definition.
+    pub(super) fn restore(&self, definition: RelationDefinition, plan: LogicalPlan) -> Result<()> {
+        match (definition.kind, plan) {
+            (RelationKind::Table, LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create))) => {
+                self.catalog
+                    .restore_table(definition, table_parts(&create))?;
+                Ok(())
+            }
+            (RelationKind::View, LogicalPlan::Ddl(DdlStatement::CreateView(create))) => self
+                .catalog
+                .restore_view(definition, create.input.as_ref().clone()),
+            (kind, _) => Err(WeirError::internal(format!(
+                "stored definition of {} {} is not a CREATE {}",
+                kind.noun(),
+                definition.name,
+                kind.noun().to_uppercase()
+            ))),
+        }
+    }
+}
+
+fn table_parts(create: &CreateMemoryTable) -> TableParts {
+    TableParts {
+        schema: Arc::new(create.input.schema().as_arrow().clone()),
+        constraints: create.constraints.clone(),
+        column_defaults: create
+            .column_defaults
+            .iter()
+            .cloned()
+            .collect::<HashMap<_, _>>(),
+    }
+}
+
+/// The bare name of a relation in weir's one schema.
+pub fn relation_name(reference: &TableReference) -> Result<String> {
+    let in_our_schema = match reference {
+        TableReference::Bare { .. } => true,
+        TableReference::Partial { schema, .. } => schema.as_ref() == SCHEMA_NAME,
+        TableReference::Full {
+            catalog, schema, ..
+        } => catalog.as_ref() == DATABASE_NAME && schema.as_ref() == SCHEMA_NAME,
+    };
+    if !in_our_schema {
+        return Err(WeirError::new(
+            sqlstate::INVALID_SCHEMA_NAME,
+            format!("cannot create or drop relations outside schema {SCHEMA_NAME}: {reference}"),
+        )
+        .with_hint("Leave out the schema name, or use public."));
+    }
+    Ok(reference.table().to_string())
+}

@@ -1,0 +1,119 @@
+//! The database a server serves: the state store, the catalog and the shared
+//! DataFusion context. Opening an engine recovers every stored relation.
+
+mod ddl;
+pub mod sql_types;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DataFusionStatement;
+use datafusion::sql::sqlparser::ast;
+use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::setup_pg_catalog;
+
+use crate::catalog::{Catalog, DATABASE_NAME, SCHEMA_NAME};
+use crate::error::{Result, WeirError};
+use crate::sql;
+use crate::state::{SledStore, StateStore};
+
+pub use ddl::{relation_name, CommandDone, Notice};
+
+pub struct Engine {
+    context: SessionContext,
+    catalog: Catalog,
+    data_directory: PathBuf,
+}
+
+impl Engine {
+    /// Opens (or creates) the database in `data_directory` and recovers it.
+    pub async fn open(data_directory: &Path) -> Result<Arc<Engine>> {
+        std::fs::create_dir_all(data_directory).map_err(|error| {
+            WeirError::io(format!(
+                "cannot create the data directory {}: {error}",
+                data_directory.display()
+            ))
+        })?;
+        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(&data_directory.join("state"))?);
+        let context = new_context()?;
+        let schema = context
+            .catalog(DATABASE_NAME)
+            .and_then(|catalog| catalog.schema(SCHEMA_NAME))
+            .ok_or_else(|| WeirError::internal("the default schema is missing"))?;
+        let catalog = Catalog::open(store, schema)?;
+        let engine = Engine {
+            context,
+            catalog,
+            data_directory: data_directory.to_path_buf(),
+        };
+        engine.recover().await?;
+        Ok(Arc::new(engine))
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn data_directory(&self) -> &Path {
+        &self.data_directory
+    }
+
+    /// A snapshot of the shared planning state; sessions layer their own
+    /// settings on top of it.
+    pub fn state(&self) -> SessionState {
+        self.context.state()
+    }
+
+    /// Plans a standard statement with DataFusion.
+    pub async fn plan(
+        &self,
+        state: &SessionState,
+        statement: &ast::Statement,
+    ) -> Result<LogicalPlan> {
+        let statement = DataFusionStatement::Statement(Box::new(statement.clone()));
+        Ok(state.statement_to_plan(statement).await?)
+    }
+
+    /// Re-plans every stored definition, in creation order.
+    async fn recover(&self) -> Result<()> {
+        let state = self.state();
+        for definition in self.catalog.definitions() {
+            let statement = match sql::parse(&definition.sql)?.pop() {
+                Some(sql::Statement::Standard(statement)) => statement,
+                None => {
+                    return Err(WeirError::internal(format!(
+                        "empty definition for {}",
+                        definition.name
+                    )))
+                }
+            };
+            let plan = self.plan(&state, &statement).await.map_err(|error| {
+                WeirError::internal(format!(
+                    "cannot restore {} {}: {}",
+                    definition.kind.noun(),
+                    definition.name,
+                    error.message
+                ))
+            })?;
+            self.restore(definition, plan)?;
+        }
+        let relations = self.catalog.definitions().len();
+        tracing::info!(relations, "catalog recovered");
+        Ok(())
+    }
+}
+
+fn new_context() -> Result<SessionContext> {
+    let mut config = SessionConfig::new()
+        .with_default_catalog_and_schema(DATABASE_NAME, SCHEMA_NAME)
+        .with_create_default_catalog_and_schema(true)
+        .with_information_schema(true);
+    config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+    let context = SessionContext::new_with_config(config);
+    setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
+        .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
+    Ok(context)
+}

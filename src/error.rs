@@ -1,0 +1,273 @@
+//! Errors a client can see: every failure carries a Postgres SQLSTATE, a
+//! message and, where we can say what to do, a hint.
+
+use std::fmt;
+
+use datafusion::error::DataFusionError;
+use datafusion::sql::sqlparser::parser::ParserError;
+
+/// SQLSTATE codes weir reports (see the Postgres errcodes appendix).
+pub mod sqlstate {
+    pub const SYNTAX_ERROR: &str = "42601";
+    pub const UNDEFINED_TABLE: &str = "42P01";
+    pub const UNDEFINED_COLUMN: &str = "42703";
+    pub const UNDEFINED_FUNCTION: &str = "42883";
+    pub const UNDEFINED_OBJECT: &str = "42704";
+    pub const INVALID_SCHEMA_NAME: &str = "3F000";
+    pub const DUPLICATE_TABLE: &str = "42P07";
+    pub const DATATYPE_MISMATCH: &str = "42804";
+    pub const WRONG_OBJECT_TYPE: &str = "42809";
+    pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
+    pub const SYNTAX_OR_ACCESS_RULE: &str = "42000";
+    pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
+    pub const INVALID_PARAMETER_VALUE: &str = "22023";
+    pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
+    pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
+    pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
+    pub const DIVISION_BY_ZERO: &str = "22012";
+    pub const NOT_NULL_VIOLATION: &str = "23502";
+    pub const DATA_EXCEPTION: &str = "22000";
+    pub const UNDEFINED_PARAMETER: &str = "42704";
+    pub const QUERY_CANCELED: &str = "57014";
+    pub const IO_ERROR: &str = "58030";
+    pub const DATA_CORRUPTED: &str = "XX001";
+    pub const INTERNAL_ERROR: &str = "XX000";
+    pub const RESOURCES_EXHAUSTED: &str = "53000";
+}
+
+pub type Result<T, E = WeirError> = std::result::Result<T, E>;
+
+/// An error as a Postgres client will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeirError {
+    pub code: &'static str,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl WeirError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        WeirError {
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn syntax(message: impl Into<String>) -> Self {
+        Self::new(sqlstate::SYNTAX_ERROR, message)
+    }
+
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(sqlstate::FEATURE_NOT_SUPPORTED, message)
+    }
+
+    pub fn undefined_table(name: &str) -> Self {
+        Self::new(
+            sqlstate::UNDEFINED_TABLE,
+            format!("relation \"{name}\" does not exist"),
+        )
+        .with_hint("SHOW TABLES (or \\dt in psql) lists the tables that exist.")
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(sqlstate::INTERNAL_ERROR, message)
+    }
+
+    pub fn io(message: impl Into<String>) -> Self {
+        Self::new(sqlstate::IO_ERROR, message)
+            .with_hint("Check that the data directory is writable and the disk is not full.")
+    }
+}
+
+impl fmt::Display for WeirError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for WeirError {}
+
+impl From<ParserError> for WeirError {
+    fn from(error: ParserError) -> Self {
+        let text = match error {
+            ParserError::ParserError(text) | ParserError::TokenizerError(text) => text,
+            ParserError::RecursionLimitExceeded => {
+                return WeirError::new(
+                    sqlstate::RESOURCES_EXHAUSTED,
+                    "statement is nested too deeply",
+                )
+                .with_hint("Simplify the statement or split it into views.");
+            }
+        };
+        WeirError::syntax(format!("syntax error: {text}"))
+            .with_hint("Check the statement near the line and column shown.")
+    }
+}
+
+impl From<DataFusionError> for WeirError {
+    fn from(error: DataFusionError) -> Self {
+        from_datafusion(error)
+    }
+}
+
+fn from_datafusion(error: DataFusionError) -> WeirError {
+    match error {
+        DataFusionError::Context(_, inner) => from_datafusion(*inner),
+        DataFusionError::Diagnostic(_, inner) => from_datafusion(*inner),
+        DataFusionError::Shared(inner) => from_datafusion(clone_shared(&inner)),
+        DataFusionError::Collection(mut errors) if !errors.is_empty() => {
+            from_datafusion(errors.remove(0))
+        }
+        DataFusionError::External(inner) => match inner.downcast::<WeirError>() {
+            Ok(weir) => *weir,
+            Err(other) => match other.downcast::<DataFusionError>() {
+                Ok(datafusion) => from_datafusion(*datafusion),
+                Err(other) => WeirError::internal(other.to_string()),
+            },
+        },
+        DataFusionError::SQL(parser_error, _) => WeirError::from(*parser_error),
+        DataFusionError::NotImplemented(text) => {
+            WeirError::unsupported(format!("not supported: {text}"))
+        }
+        DataFusionError::SchemaError(schema_error, _) => {
+            schema_error_to_weir(schema_error.to_string())
+        }
+        DataFusionError::Plan(text) => plan_error_to_weir(text),
+        DataFusionError::ArrowError(arrow_error, _) => arrow_error_to_weir(&arrow_error),
+        DataFusionError::ResourcesExhausted(text) => {
+            WeirError::new(sqlstate::RESOURCES_EXHAUSTED, text)
+        }
+        DataFusionError::IoError(io_error) => WeirError::io(io_error.to_string()),
+        DataFusionError::Execution(text) => execution_error_to_weir(text),
+        other => WeirError::internal(other.to_string()),
+    }
+}
+
+fn clone_shared(inner: &DataFusionError) -> DataFusionError {
+    match inner {
+        DataFusionError::Plan(text) => DataFusionError::Plan(text.clone()),
+        DataFusionError::Execution(text) => DataFusionError::Execution(text.clone()),
+        DataFusionError::NotImplemented(text) => DataFusionError::NotImplemented(text.clone()),
+        other => DataFusionError::Execution(other.to_string()),
+    }
+}
+
+fn schema_error_to_weir(text: String) -> WeirError {
+    if text.contains("No field named") {
+        WeirError::new(sqlstate::UNDEFINED_COLUMN, strip_prefix(&text))
+            .with_hint("Check the column name; \\d <table> in psql lists the columns.")
+    } else if text.contains("Ambiguous reference") {
+        WeirError::new("42702", strip_prefix(&text))
+            .with_hint("Qualify the column with its table name.")
+    } else if text.contains("already exists") {
+        WeirError::new(sqlstate::DUPLICATE_TABLE, strip_prefix(&text))
+    } else {
+        WeirError::new(sqlstate::SYNTAX_OR_ACCESS_RULE, strip_prefix(&text))
+    }
+}
+
+fn plan_error_to_weir(text: String) -> WeirError {
+    if text.contains("not found") && text.starts_with("table ") {
+        let name = text.split('\'').nth(1).unwrap_or("?").to_string();
+        let short = name.rsplit('.').next().unwrap_or(&name).to_string();
+        return WeirError::undefined_table(&short);
+    }
+    if text.contains("Invalid function") || text.contains("There is no function") {
+        return WeirError::new(sqlstate::UNDEFINED_FUNCTION, text)
+            .with_hint("Check the function name and argument types.");
+    }
+    if text.contains("No function matches") || text.contains("Failed to coerce") {
+        return WeirError::new(sqlstate::UNDEFINED_FUNCTION, text)
+            .with_hint("Add explicit casts so the argument types match a signature.");
+    }
+    if text.contains("coerce") || text.contains("Cannot infer common") || text.contains("type") {
+        return WeirError::new(sqlstate::DATATYPE_MISMATCH, text)
+            .with_hint("Add an explicit CAST so both sides have the same type.");
+    }
+    if text.contains("Unsupported") || text.contains("not supported") {
+        return WeirError::unsupported(text);
+    }
+    WeirError::new(sqlstate::SYNTAX_OR_ACCESS_RULE, text)
+}
+
+fn execution_error_to_weir(text: String) -> WeirError {
+    if text.contains("Invalid batch column at") && text.contains("null values") {
+        return WeirError::new(sqlstate::NOT_NULL_VIOLATION, text)
+            .with_hint("The column is NOT NULL: give it a value.");
+    }
+    if text.contains("non-nullable") || text.contains("NOT NULL") {
+        return WeirError::new(sqlstate::NOT_NULL_VIOLATION, text)
+            .with_hint("The column is NOT NULL: give it a value.");
+    }
+    if text.contains("Divide by zero") || text.contains("division by zero") {
+        return WeirError::new(sqlstate::DIVISION_BY_ZERO, "division by zero");
+    }
+    if text.contains("Cannot cast") || text.contains("Cast error") {
+        return WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text);
+    }
+    WeirError::new(sqlstate::DATA_EXCEPTION, text)
+}
+
+fn arrow_error_to_weir(error: &datafusion::arrow::error::ArrowError) -> WeirError {
+    use datafusion::arrow::error::ArrowError;
+    match error {
+        ArrowError::DivideByZero => WeirError::new(sqlstate::DIVISION_BY_ZERO, "division by zero"),
+        ArrowError::CastError(text) | ArrowError::ParseError(text) => {
+            WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text.clone())
+                .with_hint("Check the value against the column's type.")
+        }
+        ArrowError::ArithmeticOverflow(text) => {
+            WeirError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, text.clone())
+        }
+        ArrowError::InvalidArgumentError(text) if text.contains("null") => {
+            WeirError::new(sqlstate::NOT_NULL_VIOLATION, text.clone())
+                .with_hint("The column is NOT NULL: give it a value.")
+        }
+        other => WeirError::new(sqlstate::DATA_EXCEPTION, other.to_string()),
+    }
+}
+
+fn strip_prefix(text: &str) -> String {
+    text.trim_start_matches("Schema error: ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parser_errors_are_syntax_errors() {
+        let error = WeirError::from(ParserError::ParserError("Expected: x".into()));
+        assert_eq!(error.code, sqlstate::SYNTAX_ERROR);
+        assert!(error.hint.is_some());
+    }
+
+    #[test]
+    fn missing_table_is_undefined_table() {
+        let error = WeirError::from(DataFusionError::Plan(
+            "table 'weir.public.nope' not found".into(),
+        ));
+        assert_eq!(error.code, sqlstate::UNDEFINED_TABLE);
+        assert_eq!(error.message, "relation \"nope\" does not exist");
+    }
+
+    #[test]
+    fn context_is_unwrapped() {
+        let inner = DataFusionError::NotImplemented("LATERAL".into());
+        let error = WeirError::from(DataFusionError::Context("planning".into(), Box::new(inner)));
+        assert_eq!(error.code, sqlstate::FEATURE_NOT_SUPPORTED);
+    }
+
+    #[test]
+    fn weir_errors_survive_external_wrapping() {
+        let original = WeirError::unsupported("UPDATE");
+        let wrapped = DataFusionError::External(Box::new(original.clone()));
+        assert_eq!(WeirError::from(wrapped), original);
+    }
+}

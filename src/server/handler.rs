@@ -1,0 +1,378 @@
+//! pgwire handler traits implemented over a `Session`: simple and extended
+//! query protocol, COPY FROM STDIN, startup and cancel.
+
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use arrow_pg::datatypes::df::deserialize_parameters;
+use arrow_pg::datatypes::into_pg_type;
+use async_trait::async_trait;
+use futures::{Sink, SinkExt};
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{CopyResponse, FieldInfo, Response};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::response::{CommandComplete, NoticeResponse};
+use pgwire::messages::startup::ParameterStatus;
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::types::format::FormatOptions;
+
+use super::response::{error_info, fields, query_response, tag, to_pgwire};
+use crate::engine::{CommandDone, Engine};
+use crate::error::{sqlstate, WeirError};
+use crate::session::{CopyIn, Outcome, Prepared, Session};
+
+/// The handlers of one connection; cancel and startup share the server's
+/// connection registry so a cancel request can find its target.
+pub struct ConnectionHandlers {
+    handler: Arc<SessionHandler>,
+    startup: Arc<Startup>,
+    cancel: Arc<DefaultCancelHandler>,
+}
+
+impl ConnectionHandlers {
+    pub fn new(engine: Arc<Engine>, connections: Arc<ConnectionManager>) -> Self {
+        let session = Arc::new(Session::new(engine));
+        ConnectionHandlers {
+            handler: Arc::new(SessionHandler {
+                parser: Arc::new(StatementParser {
+                    session: session.clone(),
+                }),
+                session,
+                pending_copy: Mutex::new(None),
+            }),
+            startup: Arc::new(Startup {
+                connections: connections.clone(),
+            }),
+            cancel: Arc::new(DefaultCancelHandler::new(connections)),
+        }
+    }
+}
+
+impl PgWireServerHandlers for ConnectionHandlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.handler.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.handler.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.startup.clone()
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.handler.clone()
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        self.cancel.clone()
+    }
+}
+
+/// Trust authentication (loopback by default); registers for cancel.
+pub struct Startup {
+    connections: Arc<ConnectionManager>,
+}
+
+impl NoopStartupHandler for Startup {
+    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
+        Some(self.connections.clone())
+    }
+}
+
+pub struct SessionHandler {
+    session: Arc<Session>,
+    parser: Arc<StatementParser>,
+    pending_copy: Mutex<Option<PendingCopy>>,
+}
+
+struct PendingCopy {
+    copy: CopyIn,
+    data: Vec<u8>,
+}
+
+impl SessionHandler {
+    fn set_pending_copy(&self, pending: Option<PendingCopy>) {
+        *self.pending_copy.lock().unwrap_or_else(|p| p.into_inner()) = pending;
+    }
+
+    /// Turns an outcome into a response, sending notices and parameter
+    /// status messages on the way.
+    async fn respond<C>(
+        &self,
+        client: &mut C,
+        outcome: Outcome,
+        format: &Format,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let response = match outcome {
+            Outcome::Rows(batches) => {
+                let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+                Response::Query(query_response(batches, format, options)?)
+            }
+            Outcome::Done(done) => {
+                send_notice(client, &done).await?;
+                Response::Execution(tag(&done))
+            }
+            Outcome::TransactionStart(done) => {
+                send_notice(client, &done).await?;
+                Response::TransactionStart(tag(&done))
+            }
+            Outcome::TransactionEnd(done) => {
+                send_notice(client, &done).await?;
+                Response::TransactionEnd(tag(&done))
+            }
+            Outcome::Set(done, reported) => {
+                if let Some(reported) = reported {
+                    let status = ParameterStatus::new(reported.name, reported.value);
+                    client
+                        .feed(PgWireBackendMessage::ParameterStatus(status))
+                        .await?;
+                }
+                Response::Execution(tag(&done))
+            }
+            Outcome::CopyIn(copy) => {
+                let columns = copy.columns.fields().len();
+                self.set_pending_copy(Some(PendingCopy {
+                    copy,
+                    data: Vec::new(),
+                }));
+                Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
+            }
+        };
+        Ok(response)
+    }
+}
+
+async fn send_notice<C>(client: &mut C, done: &CommandDone) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    if let Some(notice) = &done.notice {
+        let mut info = error_info(&WeirError::new("00000", notice.message.clone()));
+        info.severity = notice.severity.to_string();
+        if notice.severity == "WARNING" {
+            info.code = "01000".to_string();
+        }
+        client
+            .feed(PgWireBackendMessage::NoticeResponse(NoticeResponse::from(
+                info,
+            )))
+            .await?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl SimpleQueryHandler for SessionHandler {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statements = match self.session.parse(query) {
+            Ok(statements) => statements,
+            Err(error) => return Ok(vec![Response::Error(Box::new(error_info(&error)))]),
+        };
+        let mut responses = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let outcome = match self.session.prepare(statement).await {
+                Ok(prepared) => self.session.execute(&prepared, None).await,
+                Err(error) => Err(error),
+            };
+            match outcome {
+                Ok(outcome) => {
+                    let is_copy = matches!(outcome, Outcome::CopyIn(_));
+                    responses.push(self.respond(client, outcome, &Format::UnifiedText).await?);
+                    if is_copy {
+                        // The copy sub-protocol takes over the connection.
+                        break;
+                    }
+                }
+                Err(error) => {
+                    // Like Postgres: report the error, skip the rest.
+                    responses.push(Response::Error(Box::new(error_info(&error))));
+                    break;
+                }
+            }
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for SessionHandler {
+    type Statement = Prepared;
+    type QueryParser = StatementParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let prepared = &portal.statement.statement;
+        let inferred: Vec<_> = prepared
+            .parameter_types
+            .iter()
+            .map(Option::as_ref)
+            .collect();
+        let parameters = deserialize_parameters(portal, &inferred)?;
+        let outcome = self
+            .session
+            .execute(prepared, Some(&parameters))
+            .await
+            .map_err(to_pgwire)?;
+        self.respond(client, outcome, &portal.result_column_format)
+            .await
+    }
+}
+
+/// Parse-time half of the extended protocol: plans the statement so its
+/// parameter and result types can be described.
+pub struct StatementParser {
+    session: Arc<Session>,
+}
+
+#[async_trait]
+impl QueryParser for StatementParser {
+    type Statement = Prepared;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<Prepared>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut statements = self.session.parse(sql).map_err(to_pgwire)?;
+        if statements.len() > 1 {
+            return Err(to_pgwire(WeirError::syntax(
+                "cannot insert multiple commands into a prepared statement",
+            )));
+        }
+        let Some(statement) = statements.pop() else {
+            return Ok(None);
+        };
+        let prepared = self.session.prepare(statement).await.map_err(to_pgwire)?;
+        Ok(Some(prepared))
+    }
+
+    fn get_parameter_types(&self, prepared: &Prepared) -> PgWireResult<Vec<Type>> {
+        prepared
+            .parameter_types
+            .iter()
+            .map(|data_type| match data_type {
+                Some(data_type) => into_pg_type(data_type),
+                None => Ok(Type::UNKNOWN),
+            })
+            .collect()
+    }
+
+    fn get_result_schema(
+        &self,
+        prepared: &Prepared,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        fields(
+            &prepared.result_schema,
+            format.unwrap_or(&Format::UnifiedText),
+            None,
+        )
+    }
+}
+
+#[async_trait]
+impl CopyHandler for SessionHandler {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut pending = self.pending_copy.lock().unwrap_or_else(|p| p.into_inner());
+        match pending.as_mut() {
+            Some(pending) => {
+                pending.data.extend_from_slice(&copy_data.data);
+                Ok(())
+            }
+            None => Err(to_pgwire(WeirError::new(
+                "08P01",
+                "CopyData without a COPY in progress",
+            ))),
+        }
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let pending = self
+            .pending_copy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(pending) = pending else {
+            return Err(to_pgwire(WeirError::new(
+                "08P01",
+                "CopyDone without a COPY in progress",
+            )));
+        };
+        let done = self
+            .session
+            .finish_copy(&pending.copy, &pending.data)
+            .await
+            .map_err(to_pgwire)?;
+        client
+            .send(PgWireBackendMessage::CommandComplete(
+                CommandComplete::from(tag(&done)),
+            ))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.set_pending_copy(None);
+        to_pgwire(WeirError::new(
+            sqlstate::QUERY_CANCELED,
+            format!("COPY from stdin failed: {}", fail.message),
+        ))
+    }
+}

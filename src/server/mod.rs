@@ -1,0 +1,66 @@
+//! The Postgres wire protocol front end (pgwire): accepts connections, gives
+//! each its own `Session`, and translates between protocol messages and
+//! session calls. Nothing outside this module knows about pgwire.
+
+mod handler;
+mod response;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use pgwire::api::ConnectionManager;
+use tokio::net::TcpListener;
+
+use crate::engine::Engine;
+use crate::error::{Result, WeirError};
+use handler::ConnectionHandlers;
+
+/// The Postgres version weir reports (its protocol and catalog level).
+pub const SERVER_VERSION: &str = "16.6";
+
+/// Binds `listen`; the returned listener is handed to `serve`.
+pub async fn bind(listen: &str) -> Result<TcpListener> {
+    TcpListener::bind(listen)
+        .await
+        .map_err(|error| WeirError::io(format!("cannot listen on {listen}: {error}")))
+}
+
+/// Serves connections until `shutdown` completes.
+pub async fn serve(
+    engine: Arc<Engine>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let connections = Arc::new(ConnectionManager::new());
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) => spawn_connection(&engine, &connections, socket, peer),
+                Err(error) => tracing::warn!(%error, "accept failed"),
+            },
+            () = &mut shutdown => {
+                tracing::info!("shutting down");
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn spawn_connection(
+    engine: &Arc<Engine>,
+    connections: &Arc<ConnectionManager>,
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
+    let _ = socket.set_nodelay(true);
+    let handlers = ConnectionHandlers::new(engine.clone(), connections.clone());
+    tokio::spawn(async move {
+        tracing::debug!(%peer, "connection opened");
+        if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
+            tracing::debug!(%peer, %error, "connection ended with an error");
+        }
+        tracing::debug!(%peer, "connection closed");
+    });
+}

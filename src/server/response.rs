@@ -1,0 +1,71 @@
+//! Session outcomes and errors as pgwire responses.
+
+use std::sync::Arc;
+
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+use datafusion::arrow::datatypes::Schema;
+use datafusion::execution::SendableRecordBatchStream;
+use futures::{stream, StreamExt};
+use pgwire::api::portal::Format;
+use pgwire::api::results::{FieldInfo, QueryResponse, Tag};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::data::DataRow;
+use pgwire::types::format::FormatOptions;
+
+use crate::engine::CommandDone;
+use crate::error::WeirError;
+
+pub fn error_info(error: &WeirError) -> ErrorInfo {
+    let mut info = ErrorInfo::new(
+        "ERROR".to_string(),
+        error.code.to_string(),
+        error.message.clone(),
+    );
+    info.hint = error.hint.clone();
+    info
+}
+
+pub fn to_pgwire(error: WeirError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(&error)))
+}
+
+pub fn tag(done: &CommandDone) -> Tag {
+    let tag = Tag::new(&done.tag);
+    let tag = if done.tag == "INSERT" {
+        tag.with_oid(0)
+    } else {
+        tag
+    };
+    match done.rows {
+        Some(rows) => tag.with_rows(rows as usize),
+        None => tag,
+    }
+}
+
+pub fn fields(
+    schema: &Schema,
+    format: &Format,
+    options: Option<Arc<FormatOptions>>,
+) -> PgWireResult<Vec<FieldInfo>> {
+    arrow_schema_to_pg_fields(schema, format, options)
+}
+
+/// Streams record batches as data rows; nothing is collected in memory.
+pub fn query_response(
+    batches: SendableRecordBatchStream,
+    format: &Format,
+    options: Arc<FormatOptions>,
+) -> PgWireResult<QueryResponse> {
+    let fields = Arc::new(fields(&batches.schema(), format, Some(options))?);
+    let row_fields = fields.clone();
+    let rows = batches
+        .map(move |batch| {
+            let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {
+                Ok(batch) => encode_recordbatch(row_fields.clone(), batch),
+                Err(error) => Box::new(std::iter::once(Err(to_pgwire(WeirError::from(error))))),
+            };
+            stream::iter(rows)
+        })
+        .flatten();
+    Ok(QueryResponse::new(fields, rows))
+}

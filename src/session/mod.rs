@@ -1,0 +1,391 @@
+//! A client session: per-connection settings and transaction state, and the
+//! two steps every statement takes, `prepare` (parse-time: plan, parameter
+//! and result types) and `execute` (with bound parameters). The server turns
+//! `Outcome`s into protocol messages; nothing here knows about pgwire.
+
+mod settings;
+mod utility;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::common::ParamValues;
+use datafusion::execution::{SendableRecordBatchStream, SessionState};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{collect, execute_stream};
+use datafusion::sql::sqlparser::ast;
+
+use crate::catalog::table::TableLog;
+use crate::connectors::pg_copy::{self, CopyOptions};
+use crate::engine::{CommandDone, Engine, Notice};
+use crate::error::{Result, WeirError};
+use crate::sql;
+pub use settings::{Reported, Settings};
+pub use utility::Utility;
+
+pub struct Session {
+    engine: Arc<Engine>,
+    settings: Mutex<Settings>,
+    transaction: Mutex<TransactionBlock>,
+}
+
+/// BEGIN ... COMMIT is accepted for drivers that always open one, but each
+/// statement is applied (durably) when it runs; see docs/sql-reference.md.
+#[derive(Debug, Default)]
+struct TransactionBlock {
+    open: bool,
+    rows_written: u64,
+}
+
+/// A statement ready to execute, possibly many times with new parameters.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The statement's SQL text (recorded for CREATE statements).
+    pub sql: String,
+    pub action: Action,
+    /// Types of `$1..$n`; None where DataFusion could not infer one.
+    pub parameter_types: Vec<Option<DataType>>,
+    pub result_schema: SchemaRef,
+}
+
+#[derive(Debug, Clone)]
+pub enum Action {
+    Plan(Box<LogicalPlan>),
+    Utility(Utility),
+}
+
+pub enum Outcome {
+    Rows(SendableRecordBatchStream),
+    Done(CommandDone),
+    TransactionStart(CommandDone),
+    TransactionEnd(CommandDone),
+    /// A SET that clients must be told about with ParameterStatus.
+    Set(CommandDone, Option<Reported>),
+    CopyIn(CopyIn),
+}
+
+/// A COPY FROM STDIN waiting for its data.
+#[derive(Debug, Clone)]
+pub struct CopyIn {
+    table: Arc<TableLog>,
+    /// The columns the data holds, in order.
+    pub columns: SchemaRef,
+    options: CopyOptions,
+}
+
+impl Session {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Session {
+            engine,
+            settings: Mutex::new(Settings::default()),
+            transaction: Mutex::new(TransactionBlock::default()),
+        }
+    }
+
+    fn settings(&self) -> MutexGuard<'_, Settings> {
+        self.settings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn transaction(&self) -> MutexGuard<'_, TransactionBlock> {
+        self.transaction
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The shared planning state with this session's settings on top.
+    fn state(&self) -> Result<SessionState> {
+        let mut state = self.engine.state();
+        self.settings().apply(&mut state)?;
+        Ok(state)
+    }
+
+    pub async fn prepare(&self, statement: sql::Statement) -> Result<Prepared> {
+        let sql::Statement::Standard(statement) = statement;
+        let sql = statement.to_string();
+        if let Some(utility) = utility::classify(&statement)? {
+            return Ok(Prepared {
+                sql,
+                result_schema: utility.result_schema(),
+                action: Action::Utility(utility),
+                parameter_types: Vec::new(),
+            });
+        }
+        reject_unsupported(&statement)?;
+        let plan = self.engine.plan(&self.state()?, &statement).await?;
+        let result_schema = match &plan {
+            LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Statement(_) => {
+                Arc::new(Schema::empty())
+            }
+            other => Arc::new(other.schema().as_arrow().clone()),
+        };
+        Ok(Prepared {
+            sql,
+            parameter_types: parameter_types(&plan)?,
+            result_schema,
+            action: Action::Plan(Box::new(plan)),
+        })
+    }
+
+    /// Parses and prepares every statement of a simple-protocol query string.
+    pub fn parse(&self, sql_text: &str) -> Result<Vec<sql::Statement>> {
+        sql::parse(sql_text)
+    }
+
+    pub async fn execute(
+        &self,
+        prepared: &Prepared,
+        parameters: Option<&ParamValues>,
+    ) -> Result<Outcome> {
+        match &prepared.action {
+            Action::Utility(utility) => self.execute_utility(utility),
+            Action::Plan(plan) => {
+                let plan = match parameters {
+                    Some(values) if !prepared.parameter_types.is_empty() => {
+                        plan.as_ref().clone().replace_params_with_values(values)?
+                    }
+                    _ => plan.as_ref().clone(),
+                };
+                self.execute_plan(plan, &prepared.sql).await
+            }
+        }
+    }
+
+    async fn execute_plan(&self, plan: LogicalPlan, sql_text: &str) -> Result<Outcome> {
+        let state = self.state()?;
+        match plan {
+            LogicalPlan::Ddl(ddl) => Ok(Outcome::Done(
+                self.engine.execute_ddl(&state, &ddl, sql_text).await?,
+            )),
+            LogicalPlan::Dml(dml) => self.execute_dml(&state, dml).await,
+            LogicalPlan::Statement(statement) => Err(WeirError::unsupported(format!(
+                "{} is not supported",
+                statement.name()
+            ))
+            .with_hint("Use your driver's prepared statements (the extended query protocol).")),
+            query => {
+                let physical = state.create_physical_plan(&query).await?;
+                Ok(Outcome::Rows(execute_stream(physical, state.task_ctx())?))
+            }
+        }
+    }
+
+    async fn execute_dml(&self, state: &SessionState, dml: DmlStatement) -> Result<Outcome> {
+        if !matches!(dml.op, WriteOp::Insert(_)) {
+            return Err(
+                WeirError::unsupported(format!("{} is not supported", dml.op.name()))
+                    .with_hint("weir tables are append-only: INSERT or COPY rows into them."),
+            );
+        }
+        let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
+        let batches = collect(physical, state.task_ctx()).await?;
+        let rows = count_of(&batches);
+        self.note_write(rows);
+        Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
+    }
+
+    fn note_write(&self, rows: u64) {
+        let mut transaction = self.transaction();
+        if transaction.open {
+            transaction.rows_written += rows;
+        }
+    }
+
+    fn execute_utility(&self, utility: &Utility) -> Result<Outcome> {
+        let schema = utility.result_schema();
+        match utility {
+            Utility::Begin => Ok(Outcome::TransactionStart(self.begin())),
+            Utility::Commit => Ok(Outcome::TransactionEnd(self.end("COMMIT"))),
+            Utility::Rollback => Ok(Outcome::TransactionEnd(self.end("ROLLBACK"))),
+            Utility::Set { name, value } => {
+                let reported = self.settings().set(name, value.clone())?;
+                Ok(Outcome::Set(CommandDone::new("SET"), reported))
+            }
+            Utility::SetTransaction => Ok(Outcome::Done(CommandDone::new("SET"))),
+            Utility::Discard => {
+                *self.settings() = Settings::default();
+                Ok(Outcome::Done(CommandDone::new("DISCARD ALL")))
+            }
+            Utility::Show { name } => {
+                let value = self.settings().get(name)?;
+                rows(schema, vec![vec![value]])
+            }
+            Utility::ShowAll => {
+                let all = self.settings().all();
+                rows(
+                    schema,
+                    all.into_iter()
+                        .map(|(name, value)| vec![name, value])
+                        .collect(),
+                )
+            }
+            Utility::ShowTables => {
+                let names = self
+                    .engine
+                    .catalog()
+                    .definitions()
+                    .into_iter()
+                    .filter(|definition| definition.kind == crate::catalog::RelationKind::Table)
+                    .map(|definition| vec![definition.name]);
+                let mut names: Vec<_> = names.collect();
+                names.sort();
+                rows(schema, names)
+            }
+            Utility::CopyFrom {
+                table,
+                columns,
+                options,
+            } => self.copy_in(table, columns, options),
+        }
+    }
+
+    fn begin(&self) -> CommandDone {
+        let mut transaction = self.transaction();
+        if transaction.open {
+            return CommandDone::new("BEGIN").with_notice(Notice::warning(
+                "there is already a transaction in progress",
+            ));
+        }
+        *transaction = TransactionBlock {
+            open: true,
+            rows_written: 0,
+        };
+        CommandDone::new("BEGIN")
+    }
+
+    fn end(&self, tag: &str) -> CommandDone {
+        let mut transaction = self.transaction();
+        let done = CommandDone::new(tag);
+        let done = if !transaction.open {
+            done.with_notice(Notice::warning("there is no transaction in progress"))
+        } else if tag == "ROLLBACK" && transaction.rows_written > 0 {
+            done.with_notice(Notice::warning(&format!(
+                "ROLLBACK did not undo the {} rows written in this transaction block: \
+                 weir applies every statement durably when it runs",
+                transaction.rows_written
+            )))
+        } else {
+            done
+        };
+        *transaction = TransactionBlock::default();
+        done
+    }
+
+    fn copy_in(&self, table: &str, columns: &[String], options: &CopyOptions) -> Result<Outcome> {
+        let log = self
+            .engine
+            .catalog()
+            .table(table)
+            .ok_or_else(|| WeirError::undefined_table(table))?;
+        let table_schema = log.schema();
+        let columns = if columns.is_empty() {
+            table_schema.clone()
+        } else {
+            let fields = columns
+                .iter()
+                .map(|column| {
+                    table_schema.field_with_name(column).cloned().map_err(|_| {
+                        WeirError::new(
+                            crate::error::sqlstate::UNDEFINED_COLUMN,
+                            format!("column \"{column}\" of relation \"{table}\" does not exist"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Arc::new(Schema::new(fields))
+        };
+        Ok(Outcome::CopyIn(CopyIn {
+            table: log,
+            columns,
+            options: options.clone(),
+        }))
+    }
+
+    /// Decodes and durably appends a finished COPY's data.
+    pub async fn finish_copy(&self, copy: &CopyIn, data: &[u8]) -> Result<CommandDone> {
+        let text = std::str::from_utf8(data).map_err(|error| {
+            WeirError::new(
+                crate::error::sqlstate::BAD_COPY_FILE_FORMAT,
+                format!("COPY data is not valid UTF-8: {error}"),
+            )
+        })?;
+        let batch = pg_copy::decode(text, &copy.options, &copy.columns)?;
+        let batch = pg_copy::widen(&batch, &copy.table.schema())?;
+        let rows = copy.table.append(vec![batch]).await?;
+        self.note_write(rows);
+        Ok(CommandDone::new("COPY").with_rows(rows))
+    }
+}
+
+/// Statements DataFusion would plan but weir cannot honour.
+fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
+    let (what, hint) = match statement {
+        ast::Statement::Update { .. } => ("UPDATE", "weir tables are append-only for now."),
+        ast::Statement::Delete(_) => (
+            "DELETE",
+            "weir tables are append-only for now; DROP TABLE removes a whole table.",
+        ),
+        ast::Statement::Truncate { .. } => ("TRUNCATE", "DROP TABLE and CREATE TABLE again."),
+        ast::Statement::Prepare { .. }
+        | ast::Statement::Execute { .. }
+        | ast::Statement::Deallocate { .. } => (
+            "SQL-level PREPARE/EXECUTE",
+            "Use your driver's prepared statements (the extended query protocol).",
+        ),
+        _ => return Ok(()),
+    };
+    Err(WeirError::unsupported(format!("{what} is not supported")).with_hint(hint))
+}
+
+/// `$1..$n` types in order.
+fn parameter_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
+    let types = plan.get_parameter_types()?;
+    let mut numbered: Vec<(usize, Option<DataType>)> = types
+        .into_iter()
+        .map(|(name, data_type)| {
+            let index = name.trim_start_matches('$').parse::<usize>().map_err(|_| {
+                WeirError::syntax(format!("parameter {name} is not of the form $n"))
+            })?;
+            Ok((index, data_type))
+        })
+        .collect::<Result<_>>()?;
+    numbered.sort_by_key(|(index, _)| *index);
+    let count = numbered.last().map_or(0, |(index, _)| *index);
+    let mut ordered = vec![None; count];
+    for (index, data_type) in numbered {
+        if index >= 1 {
+            ordered[index - 1] = data_type;
+        }
+    }
+    Ok(ordered)
+}
+
+fn count_of(batches: &[RecordBatch]) -> u64 {
+    batches
+        .iter()
+        .filter_map(|batch| batch.column_by_name("count"))
+        .filter_map(|column| column.as_any().downcast_ref::<UInt64Array>())
+        .map(|counts| counts.iter().flatten().sum::<u64>())
+        .sum()
+}
+
+fn rows(schema: SchemaRef, values: Vec<Vec<String>>) -> Result<Outcome> {
+    let columns = (0..schema.fields().len())
+        .map(|column| {
+            let array: StringArray = values
+                .iter()
+                .map(|row| Some(row[column].as_str()))
+                .collect();
+            Arc::new(array) as _
+        })
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|error| WeirError::internal(error.to_string()))?;
+    let stream = futures::stream::iter(vec![Ok(batch)]);
+    Ok(Outcome::Rows(Box::pin(RecordBatchStreamAdapter::new(
+        schema, stream,
+    ))))
+}

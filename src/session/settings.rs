@@ -1,0 +1,242 @@
+//! Per-session settings for `SET` / `SHOW`: the Postgres parameters clients
+//! and drivers set or read, plus DataFusion's own `datafusion.*` options.
+
+use std::collections::BTreeMap;
+
+use datafusion::arrow::array::timezone::Tz;
+use datafusion::execution::SessionState;
+
+use crate::error::{sqlstate, Result, WeirError};
+
+/// (name, default, reported to the client with ParameterStatus)
+const KNOWN: &[(&str, &str, bool)] = &[
+    ("application_name", "", true),
+    ("client_encoding", "UTF8", true),
+    ("datestyle", "ISO, MDY", true),
+    ("default_transaction_isolation", "read committed", false),
+    ("extra_float_digits", "1", false),
+    ("integer_datetimes", "on", true),
+    ("intervalstyle", "postgres", true),
+    ("lc_messages", "C", false),
+    ("max_identifier_length", "63", false),
+    ("search_path", "public", false),
+    ("server_encoding", "UTF8", true),
+    ("server_version", crate::server::SERVER_VERSION, true),
+    ("standard_conforming_strings", "on", true),
+    ("statement_timeout", "0", false),
+    ("timezone", "UTC", true),
+    ("transaction_isolation", "read committed", false),
+    ("transaction_read_only", "off", false),
+];
+
+/// Postgres spells some reported names in mixed case.
+fn reported_name(name: &str) -> &str {
+    match name {
+        "datestyle" => "DateStyle",
+        "intervalstyle" => "IntervalStyle",
+        "timezone" => "TimeZone",
+        other => other,
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Settings {
+    values: BTreeMap<String, String>,
+    datafusion: BTreeMap<String, String>,
+}
+
+/// What a successful SET changed, for the client's ParameterStatus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reported {
+    pub name: String,
+    pub value: String,
+}
+
+impl Settings {
+    /// Sets a parameter; `value` None means `DEFAULT`.
+    pub fn set(&mut self, name: &str, value: Option<String>) -> Result<Option<Reported>> {
+        let name = name.to_ascii_lowercase();
+        if let Some(option) = name.strip_prefix("datafusion.") {
+            return self.set_datafusion(option, value).map(|_| None);
+        }
+        let Some(&(_, default, reported)) = KNOWN.iter().find(|(known, _, _)| *known == name)
+        else {
+            if name.contains('.') {
+                // Postgres accepts any dotted (extension or application) name.
+                self.store(name, value);
+                return Ok(None);
+            }
+            return Err(unknown_parameter(&name));
+        };
+        let value = value.unwrap_or_else(|| default.to_string());
+        validate(&name, &value)?;
+        self.values.insert(name.clone(), value.clone());
+        Ok(reported.then(|| Reported {
+            name: reported_name(&name).to_string(),
+            value,
+        }))
+    }
+
+    fn store(&mut self, name: String, value: Option<String>) {
+        match value {
+            Some(value) => self.values.insert(name, value),
+            None => self.values.remove(&name),
+        };
+    }
+
+    fn set_datafusion(&mut self, option: &str, value: Option<String>) -> Result<()> {
+        let key = format!("datafusion.{option}");
+        match value {
+            Some(value) => {
+                // Validate against DataFusion's option table before keeping it.
+                let mut options = datafusion::config::ConfigOptions::new();
+                options.set(&key, &value).map_err(|error| {
+                    WeirError::new(sqlstate::INVALID_PARAMETER_VALUE, error.to_string())
+                })?;
+                self.datafusion.insert(key, value);
+            }
+            None => {
+                self.datafusion.remove(&key);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Result<String> {
+        let name = name.to_ascii_lowercase();
+        if let Some(value) = self.values.get(&name) {
+            return Ok(value.clone());
+        }
+        if let Some(value) = self.datafusion.get(&name) {
+            return Ok(value.clone());
+        }
+        if let Some((_, default, _)) = KNOWN.iter().find(|(known, _, _)| *known == name) {
+            return Ok(default.to_string());
+        }
+        Err(unknown_parameter(&name))
+    }
+
+    /// Every known parameter with its current value, for `SHOW ALL`.
+    pub fn all(&self) -> Vec<(String, String)> {
+        let mut all: BTreeMap<String, String> = KNOWN
+            .iter()
+            .map(|(name, default, _)| (name.to_string(), default.to_string()))
+            .collect();
+        all.extend(self.values.clone());
+        all.extend(self.datafusion.clone());
+        all.into_iter().collect()
+    }
+
+    /// Applies the session's settings to a planning state.
+    pub fn apply(&self, state: &mut SessionState) -> Result<()> {
+        let options = state.config_mut().options_mut();
+        for (key, value) in &self.datafusion {
+            options.set(key, value)?;
+        }
+        if let Some(zone) = self.values.get("timezone") {
+            options.execution.time_zone = Some(datafusion_time_zone(zone));
+        }
+        Ok(())
+    }
+}
+
+/// DataFusion wants an offset or an IANA name; Postgres also says UTC/GMT.
+fn datafusion_time_zone(zone: &str) -> String {
+    match zone.to_ascii_uppercase().as_str() {
+        "UTC" | "GMT" | "Z" | "ZULU" => "+00:00".to_string(),
+        _ => zone.to_string(),
+    }
+}
+
+fn validate(name: &str, value: &str) -> Result<()> {
+    let invalid = |hint: &str| {
+        Err(WeirError::new(
+            sqlstate::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"{name}\": \"{value}\""),
+        )
+        .with_hint(hint.to_string()))
+    };
+    match name {
+        "client_encoding"
+            if !matches!(
+                value.to_ascii_uppercase().as_str(),
+                "UTF8" | "UTF-8" | "UNICODE"
+            ) =>
+        {
+            invalid("weir speaks UTF8 only.")
+        }
+        "timezone" if datafusion_time_zone(value).parse::<Tz>().is_err() => {
+            invalid("Use UTC, an offset such as +02:00, or an IANA name such as Europe/Paris.")
+        }
+        "server_version" | "server_encoding" | "integer_datetimes" | "max_identifier_length" => {
+            Err(WeirError::new(
+                "55P02",
+                format!("parameter \"{name}\" cannot be changed"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn unknown_parameter(name: &str) -> WeirError {
+    WeirError::new(
+        sqlstate::UNDEFINED_PARAMETER,
+        format!("unrecognized configuration parameter \"{name}\""),
+    )
+    .with_hint("SHOW ALL lists the parameters weir knows.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_and_show_round_trip() {
+        let mut settings = Settings::default();
+        let reported = settings
+            .set("application_name", Some("psql".into()))
+            .unwrap();
+        assert_eq!(reported.unwrap().value, "psql");
+        assert_eq!(settings.get("APPLICATION_NAME").unwrap(), "psql");
+        settings.set("application_name", None).unwrap();
+        assert_eq!(settings.get("application_name").unwrap(), "");
+    }
+
+    #[test]
+    fn unknown_names_are_42704_but_dotted_names_are_kept() {
+        let mut settings = Settings::default();
+        assert_eq!(
+            settings.set("nonsense", Some("1".into())).unwrap_err().code,
+            "42704"
+        );
+        settings.set("myapp.tenant", Some("7".into())).unwrap();
+        assert_eq!(settings.get("myapp.tenant").unwrap(), "7");
+    }
+
+    #[test]
+    fn time_zone_is_validated_and_reported_in_postgres_case() {
+        let mut settings = Settings::default();
+        assert!(settings
+            .set("timezone", Some("Mars/Olympus".into()))
+            .is_err());
+        let reported = settings
+            .set("TimeZone", Some("Europe/Paris".into()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(reported.name, "TimeZone");
+    }
+
+    #[test]
+    fn datafusion_options_are_validated() {
+        let mut settings = Settings::default();
+        settings
+            .set("datafusion.execution.batch_size", Some("1024".into()))
+            .unwrap();
+        assert!(settings
+            .set("datafusion.execution.batch_size", Some("many".into()))
+            .is_err());
+        assert!(settings
+            .set("datafusion.no_such_option", Some("1".into()))
+            .is_err());
+    }
+}

@@ -1,0 +1,330 @@
+//! Statements a session answers itself instead of handing them to
+//! DataFusion: transactions, SET / SHOW, SHOW TABLES, COPY FROM STDIN.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::sql::sqlparser::ast::{
+    self, CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Expr, Set,
+    Value,
+};
+
+use crate::connectors::pg_copy::{CopyFormat, CopyOptions};
+use crate::error::{Result, WeirError};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Utility {
+    Begin,
+    Commit,
+    Rollback,
+    /// `value` None means DEFAULT.
+    Set {
+        name: String,
+        value: Option<String>,
+    },
+    SetTransaction,
+    Show {
+        name: String,
+    },
+    ShowAll,
+    ShowTables,
+    Discard,
+    CopyFrom {
+        table: String,
+        columns: Vec<String>,
+        options: CopyOptions,
+    },
+}
+
+impl Utility {
+    /// The columns the statement returns (none for commands).
+    pub fn result_schema(&self) -> SchemaRef {
+        let text = |name: &str| Field::new(name, DataType::Utf8, false);
+        let fields = match self {
+            Utility::Show { name } => vec![text(name)],
+            Utility::ShowAll => vec![text("name"), text("setting")],
+            Utility::ShowTables => vec![text("Name")],
+            _ => vec![],
+        };
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// Recognises a utility statement; `None` means "plan it with DataFusion".
+pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
+    let utility = match statement {
+        ast::Statement::StartTransaction { .. } => Utility::Begin,
+        ast::Statement::Commit { .. } => Utility::Commit,
+        ast::Statement::Rollback {
+            savepoint: None, ..
+        } => Utility::Rollback,
+        ast::Statement::Rollback { .. } | ast::Statement::Savepoint { .. } => {
+            return Err(WeirError::unsupported("savepoints are not supported"))
+        }
+        ast::Statement::Set(set) => classify_set(set)?,
+        ast::Statement::ShowVariable { variable } => classify_show(variable),
+        ast::Statement::ShowTables { .. } => Utility::ShowTables,
+        ast::Statement::Discard { .. } => Utility::Discard,
+        ast::Statement::Copy {
+            source,
+            to,
+            target,
+            options,
+            legacy_options,
+            ..
+        } => classify_copy(source, *to, target, options, legacy_options)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(utility))
+}
+
+fn classify_set(set: &Set) -> Result<Utility> {
+    match set {
+        Set::SingleAssignment {
+            variable, values, ..
+        } => Ok(Utility::Set {
+            name: variable.to_string().to_ascii_lowercase(),
+            value: setting_value(values),
+        }),
+        Set::SetTimeZone { value, .. } => Ok(Utility::Set {
+            name: "timezone".to_string(),
+            value: setting_value(std::slice::from_ref(value)),
+        }),
+        // Every statement runs on its own, so isolation levels do not apply.
+        Set::SetTransaction { .. } => Ok(Utility::SetTransaction),
+        other => Err(WeirError::unsupported(format!("{other} is not supported"))),
+    }
+}
+
+/// Renders SET's value list the way Postgres stores it; DEFAULT is None.
+fn setting_value(values: &[Expr]) -> Option<String> {
+    let parts: Vec<String> = values
+        .iter()
+        .map(|value| match value {
+            Expr::Value(value) => match &value.value {
+                Value::SingleQuotedString(text) | Value::DoubleQuotedString(text) => text.clone(),
+                other => other.to_string(),
+            },
+            Expr::Identifier(identifier) => identifier.value.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    if parts.len() == 1 && parts[0].eq_ignore_ascii_case("default") {
+        return None;
+    }
+    Some(parts.join(", "))
+}
+
+fn classify_show(variable: &[ast::Ident]) -> Utility {
+    let words: Vec<String> = variable
+        .iter()
+        .map(|ident| ident.value.to_ascii_lowercase())
+        .collect();
+    let name = match words.join(" ").as_str() {
+        "all" => return Utility::ShowAll,
+        "tables" => return Utility::ShowTables,
+        "time zone" => "timezone".to_string(),
+        "transaction isolation level" => "transaction_isolation".to_string(),
+        _ => words.join("."),
+    };
+    Utility::Show { name }
+}
+
+fn classify_copy(
+    source: &CopySource,
+    to: bool,
+    target: &CopyTarget,
+    options: &[CopyOption],
+    legacy_options: &[CopyLegacyOption],
+) -> Result<Utility> {
+    let (
+        CopySource::Table {
+            table_name,
+            columns,
+        },
+        false,
+        CopyTarget::Stdin,
+    ) = (source, to, target)
+    else {
+        return Err(
+            WeirError::unsupported("only COPY table FROM STDIN is supported").with_hint(
+                "Use SELECT to read rows; psql's \\copy reads local files through STDIN.",
+            ),
+        );
+    };
+    let table = match table_name.0.as_slice() {
+        [name] => name.to_string(),
+        _ => table_name.to_string(),
+    };
+    let copy_options = copy_options(options, legacy_options)?;
+    Ok(Utility::CopyFrom {
+        table: normalize_identifier(&table),
+        columns: columns.iter().map(|column| column_name(column)).collect(),
+        options: copy_options,
+    })
+}
+
+fn column_name(ident: &ast::Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_ascii_lowercase(),
+    }
+}
+
+/// Unquoted names fold to lower case, as DataFusion and Postgres do.
+fn normalize_identifier(name: &str) -> String {
+    match name
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => name.to_ascii_lowercase(),
+    }
+}
+
+fn copy_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<CopyOptions> {
+    let mut format = CopyFormat::Text;
+    for option in options {
+        if let CopyOption::Format(name) = option {
+            format = match name.value.to_ascii_lowercase().as_str() {
+                "text" => CopyFormat::Text,
+                "csv" => CopyFormat::Csv,
+                other => {
+                    return Err(WeirError::unsupported(format!(
+                        "COPY format {other} is not supported"
+                    ))
+                    .with_hint("Use FORMAT text or FORMAT csv."))
+                }
+            };
+        }
+    }
+    if legacy
+        .iter()
+        .any(|option| matches!(option, CopyLegacyOption::Csv(_)))
+    {
+        format = CopyFormat::Csv;
+    }
+    let mut result = CopyOptions::new(format);
+    for option in options {
+        match option {
+            CopyOption::Format(_) | CopyOption::Freeze(_) => {}
+            CopyOption::Delimiter(delimiter) => result.delimiter = *delimiter,
+            CopyOption::Null(null) => result.null = null.clone(),
+            CopyOption::Header(header) => result.header = *header,
+            CopyOption::Quote(quote) => result.quote = *quote,
+            CopyOption::Escape(escape) => result.escape = *escape,
+            CopyOption::Encoding(encoding) if encoding.eq_ignore_ascii_case("utf8") => {}
+            other => {
+                return Err(WeirError::unsupported(format!(
+                    "COPY option {other} is not supported"
+                )))
+            }
+        }
+    }
+    for option in legacy {
+        match option {
+            CopyLegacyOption::Delimiter(delimiter) => result.delimiter = *delimiter,
+            CopyLegacyOption::Null(null) => result.null = null.clone(),
+            CopyLegacyOption::Csv(csv_options) => {
+                for csv_option in csv_options {
+                    match csv_option {
+                        CopyLegacyCsvOption::Header => result.header = true,
+                        CopyLegacyCsvOption::Quote(quote) => result.quote = *quote,
+                        CopyLegacyCsvOption::Escape(escape) => result.escape = *escape,
+                        other => {
+                            return Err(WeirError::unsupported(format!(
+                                "COPY option {other} is not supported"
+                            )))
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(WeirError::unsupported(format!(
+                    "COPY option {other} is not supported"
+                )))
+            }
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::{parse, Statement};
+
+    fn classify_sql(sql: &str) -> Option<Utility> {
+        let Statement::Standard(statement) = parse(sql).unwrap().remove(0);
+        classify(&statement).unwrap()
+    }
+
+    #[test]
+    fn transactions_and_settings() {
+        assert_eq!(classify_sql("BEGIN"), Some(Utility::Begin));
+        assert_eq!(classify_sql("START TRANSACTION"), Some(Utility::Begin));
+        assert_eq!(classify_sql("COMMIT"), Some(Utility::Commit));
+        assert_eq!(
+            classify_sql("SET DateStyle = 'ISO', 'MDY'"),
+            Some(Utility::Set {
+                name: "datestyle".into(),
+                value: Some("ISO, MDY".into())
+            })
+        );
+        assert_eq!(
+            classify_sql("SET TIME ZONE 'UTC'"),
+            Some(Utility::Set {
+                name: "timezone".into(),
+                value: Some("UTC".into())
+            })
+        );
+        assert_eq!(
+            classify_sql("SET application_name TO DEFAULT"),
+            Some(Utility::Set {
+                name: "application_name".into(),
+                value: None
+            })
+        );
+        assert_eq!(
+            classify_sql("SHOW TRANSACTION ISOLATION LEVEL"),
+            Some(Utility::Show {
+                name: "transaction_isolation".into()
+            })
+        );
+        assert_eq!(classify_sql("SHOW ALL"), Some(Utility::ShowAll));
+        assert_eq!(classify_sql("SHOW TABLES"), Some(Utility::ShowTables));
+        assert_eq!(classify_sql("SELECT 1"), None);
+    }
+
+    #[test]
+    fn copy_options_both_spellings() {
+        let Some(Utility::CopyFrom {
+            table,
+            columns,
+            options,
+        }) = classify_sql(
+            "COPY Orders (id, \"Name\") FROM STDIN WITH (FORMAT csv, HEADER true, DELIMITER ';')",
+        )
+        else {
+            panic!("not a copy");
+        };
+        assert_eq!(table, "orders");
+        assert_eq!(columns, vec!["id".to_string(), "Name".to_string()]);
+        assert_eq!(options.format, CopyFormat::Csv);
+        assert!(options.header);
+        assert_eq!(options.delimiter, ';');
+
+        let Some(Utility::CopyFrom { options, .. }) = classify_sql("COPY t FROM STDIN CSV HEADER")
+        else {
+            panic!("not a copy");
+        };
+        assert_eq!(options.format, CopyFormat::Csv);
+        assert!(options.header);
+    }
+
+    #[test]
+    fn copy_to_is_unsupported() {
+        let Statement::Standard(statement) = parse("COPY t TO STDOUT").unwrap().remove(0);
+        assert_eq!(classify(&statement).unwrap_err().code, "0A000");
+    }
+}

@@ -1,0 +1,8 @@
+//! The SQL front end: weir's statement parser. It wraps sqlparser's public
+//! `Parser` (PostgreSQL dialect) so weir-only syntax (WATERMARK, CREATE SOURCE,
+//! EMIT, SUBSCRIBE, ...) can be added here without touching the rest; every
+//! standard statement is handed on as sqlparser's AST for DataFusion to plan.
+
+mod parser;
+
+pub use parser::{parse, Statement};

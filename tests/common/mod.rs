@@ -1,0 +1,110 @@
+//! Test support: a real `weir` server process on a free port with its own
+//! data directory, and clients for it.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct TestServer {
+    child: Option<Child>,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+impl TestServer {
+    /// Starts a server on a fresh data directory.
+    pub fn start() -> TestServer {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        let mut server = TestServer::start_on(&data_dir);
+        server._temp = Some(temp);
+        server
+    }
+
+    /// Starts a server on an existing (or new) data directory.
+    pub fn start_on(data_dir: &Path) -> TestServer {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("serve")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("WEIR_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start weir");
+        let server = TestServer {
+            child: Some(child),
+            port,
+            data_dir: data_dir.to_path_buf(),
+            _temp: None,
+        };
+        server.wait_until_ready();
+        server
+    }
+
+    fn wait_until_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("weir did not start listening on port {}", self.port);
+    }
+
+    pub fn connection_string(&self) -> String {
+        format!("host=127.0.0.1 port={} user=weir dbname=weir", self.port)
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgresql://weir@127.0.0.1:{}/weir", self.port)
+    }
+
+    pub async fn connect(&self) -> tokio_postgres::Client {
+        let (client, connection) =
+            tokio_postgres::connect(&self.connection_string(), tokio_postgres::NoTls)
+                .await
+                .expect("connect to weir");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        client
+    }
+
+    /// SIGKILL: no shutdown code runs, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill weir");
+            child.wait().expect("reap weir");
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("server running");
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("send SIGTERM");
+        child.wait().expect("reap weir")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,146 @@
+//! Postgres drivers against weir: tokio-postgres here, psycopg 3 and asyncpg
+//! through the Python scripts in tests/drivers (their packages come from
+//! tests/drivers/requirements.txt; `.ci/run` installs them).
+
+mod common;
+
+use chrono::NaiveDateTime;
+use common::TestServer;
+use tokio_postgres::SimpleQueryMessage;
+
+fn timestamp(text: &str) -> NaiveDateTime {
+    NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_prepared_statements_and_binary_results() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE drv (i INT, b BIGINT, f DOUBLE PRECISION, t TEXT, ts TIMESTAMP)",
+        )
+        .await
+        .unwrap();
+    let insert = client
+        .prepare("INSERT INTO drv VALUES ($1, $2, $3, $4, $5)")
+        .await
+        .unwrap();
+    let at = timestamp("2026-01-02 03:04:05.25");
+    client
+        .execute(&insert, &[&1i32, &(1i64 << 40), &1.5f64, &"one", &at])
+        .await
+        .unwrap();
+    client
+        .execute(&insert, &[&2i32, &-5i64, &-0.25f64, &"two", &at])
+        .await
+        .unwrap();
+    let none: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+        &None::<i32>,
+        &None::<i64>,
+        &None::<f64>,
+        &None::<String>,
+        &None::<NaiveDateTime>,
+    ];
+    client.execute(&insert, &none).await.unwrap();
+
+    let select = client
+        .prepare("SELECT i, b, f, t, ts FROM drv WHERE i = $1")
+        .await
+        .unwrap();
+    let row = client.query_one(&select, &[&1i32]).await.unwrap();
+    assert_eq!(row.get::<_, i32>(0), 1);
+    assert_eq!(row.get::<_, i64>(1), 1 << 40);
+    assert_eq!(row.get::<_, f64>(2), 1.5);
+    assert_eq!(row.get::<_, &str>(3), "one");
+    assert_eq!(row.get::<_, NaiveDateTime>(4), at);
+
+    let count = client
+        .query_one(
+            "SELECT count(*) FROM drv WHERE ts >= $1 AND t <> $2",
+            &[&at, &"two"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(count.get::<_, i64>(0), 1);
+    let nulls = client
+        .query("SELECT i, t FROM drv WHERE i IS NULL", &[])
+        .await
+        .unwrap();
+    assert_eq!(nulls.len(), 1);
+    assert_eq!(nulls[0].get::<_, Option<i32>>(0), None);
+    assert_eq!(nulls[0].get::<_, Option<&str>>(1), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_return_rows_in_limited_fetches() {
+    let server = TestServer::start();
+    let mut client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE nums AS SELECT * FROM generate_series(1, 10) AS g(n)")
+        .await
+        .unwrap();
+    let transaction = client.transaction().await.unwrap();
+    let portal = transaction
+        .bind("SELECT n FROM nums ORDER BY n", &[])
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let rows = transaction.query_portal(&portal, 3).await.unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        assert!(rows.len() <= 3);
+        seen.extend(rows.iter().map(|row| row.get::<_, i64>(0)));
+    }
+    assert_eq!(seen, (1..=10).collect::<Vec<i64>>());
+    transaction.commit().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multiple_statements_stop_at_the_first_error() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    let error = client
+        .simple_query("CREATE TABLE ms (id INT); INSERT INTO ms VALUES (1); SELECT * FROM ms_missing; INSERT INTO ms VALUES (2)")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code().unwrap().code(), "42P01");
+    let messages = client
+        .simple_query("SELECT count(*) FROM ms")
+        .await
+        .unwrap();
+    let count = messages.iter().find_map(|message| match message {
+        SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(count.as_deref(), Some("1"));
+}
+
+fn run_python(script: &str, server: &TestServer) {
+    let path = format!("{}/tests/drivers/{script}", env!("CARGO_MANIFEST_DIR"));
+    let output = std::process::Command::new("python3")
+        .arg(&path)
+        .arg(server.url())
+        .output()
+        .expect("python3 must be installed to run the driver tests");
+    assert!(
+        output.status.success(),
+        "{script} failed (install its packages with: python3 -m pip install -r tests/drivers/requirements.txt)\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn psycopg3_server_side_binding() {
+    let server = TestServer::start();
+    run_python("psycopg_check.py", &server);
+}
+
+#[test]
+fn asyncpg_prepared_statements() {
+    let server = TestServer::start();
+    run_python("asyncpg_check.py", &server);
+}

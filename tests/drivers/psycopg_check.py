@@ -1,0 +1,54 @@
+"""psycopg 3 against weir: server-side parameter binding, prepared
+statements, text and binary results. Usage: psycopg_check.py <url>"""
+import datetime
+import sys
+
+import psycopg
+
+
+def main(url):
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS psycopg_t")
+        conn.execute(
+            "CREATE TABLE psycopg_t (i INT, b BIGINT, f DOUBLE PRECISION, t TEXT, ts TIMESTAMP)"
+        )
+        ts = datetime.datetime(2026, 1, 2, 3, 4, 5, 600000)
+        insert = "INSERT INTO psycopg_t VALUES (%s, %s, %s, %s, %s)"
+        # prepare=True forces a named server-side prepared statement.
+        conn.execute(insert, (1, 2**40, 1.5, "one", ts), prepare=True)
+        conn.execute(insert, (2, -5, -0.25, "two", ts), prepare=True)
+        conn.execute(insert, (None, None, None, None, None))
+
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                cur.execute(
+                    "SELECT i, b, f, t, ts FROM psycopg_t WHERE i = %s", (1,), prepare=True
+                )
+                assert cur.fetchall() == [(1, 2**40, 1.5, "one", ts)], binary
+                cur.execute(
+                    "SELECT count(*) FROM psycopg_t WHERE ts >= %s AND t <> %s", (ts, "two")
+                )
+                assert cur.fetchone() == (1,), binary
+                cur.execute("SELECT i, t FROM psycopg_t WHERE i IS NULL")
+                assert cur.fetchall() == [(None, None)], binary
+
+        # A failed statement raises with its SQLSTATE and the connection survives.
+        try:
+            conn.execute("SELECT * FROM psycopg_missing")
+            raise AssertionError("expected an error")
+        except psycopg.errors.UndefinedTable as error:
+            assert error.sqlstate == "42P01"
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+    # Non-autocommit: psycopg wraps statements in BEGIN ... COMMIT.
+    with psycopg.connect(url) as conn:
+        conn.execute("INSERT INTO psycopg_t VALUES (%s, 0, 0, 'tx', NULL)", (3,))
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM psycopg_t").fetchone() == (4,)
+        conn.execute("DROP TABLE psycopg_t")
+        conn.commit()
+    print("psycopg ok")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

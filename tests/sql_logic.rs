@@ -1,0 +1,218 @@
+//! Runs every `sql-tests/*.slt` file over pgwire against a live server, once
+//! with the simple query protocol and once with the extended protocol.
+
+mod common;
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use sqllogictest::{DBOutput, DefaultColumnType};
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+#[derive(Clone, Copy, Debug)]
+enum Protocol {
+    Simple,
+    Extended,
+}
+
+struct Weir {
+    client: Client,
+    protocol: Protocol,
+}
+
+#[derive(Debug)]
+struct WeirError(tokio_postgres::Error);
+
+impl std::fmt::Display for WeirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_db_error() {
+            Some(db) => write!(f, "{}", db.message()),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::error::Error for WeirError {}
+
+#[async_trait]
+impl sqllogictest::AsyncDB for Weir {
+    type Error = WeirError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, WeirError> {
+        match self.protocol {
+            Protocol::Simple => run_simple(&self.client, sql).await,
+            Protocol::Extended => run_extended(&self.client, sql).await,
+        }
+        .map_err(WeirError)
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "weir"
+    }
+
+    fn error_sql_state(error: &WeirError) -> Option<String> {
+        error.0.code().map(|code| code.code().to_string())
+    }
+}
+
+fn text_cell(value: Option<&str>) -> String {
+    match value {
+        None => "NULL".to_string(),
+        Some("") => "(empty)".to_string(),
+        Some(text) => text.to_string(),
+    }
+}
+
+async fn run_simple(
+    client: &Client,
+    sql: &str,
+) -> Result<DBOutput<DefaultColumnType>, tokio_postgres::Error> {
+    let messages = client.simple_query(sql).await?;
+    let mut rows = Vec::new();
+    let mut is_query = false;
+    let mut count = 0;
+    for message in messages {
+        match message {
+            SimpleQueryMessage::Row(row) => {
+                is_query = true;
+                rows.push(
+                    (0..row.len())
+                        .map(|index| text_cell(row.get(index)))
+                        .collect(),
+                );
+            }
+            SimpleQueryMessage::RowDescription(_) => is_query = true,
+            SimpleQueryMessage::CommandComplete(rows_affected) => count = rows_affected,
+            _ => {}
+        }
+    }
+    if is_query {
+        let width = rows.first().map_or(0, |row: &Vec<String>| row.len());
+        Ok(DBOutput::Rows {
+            types: vec![DefaultColumnType::Any; width],
+            rows,
+        })
+    } else {
+        Ok(DBOutput::StatementComplete(count))
+    }
+}
+
+async fn run_extended(
+    client: &Client,
+    sql: &str,
+) -> Result<DBOutput<DefaultColumnType>, tokio_postgres::Error> {
+    let statement = client.prepare(sql).await?;
+    if statement.columns().is_empty() {
+        let count = client.execute(&statement, &[]).await?;
+        return Ok(DBOutput::StatementComplete(count));
+    }
+    let rows = client.query(&statement, &[]).await?;
+    let rendered = rows
+        .iter()
+        .map(|row| {
+            (0..row.len())
+                .map(|index| render_binary(row, index, row.columns()[index].type_()))
+                .collect()
+        })
+        .collect();
+    Ok(DBOutput::Rows {
+        types: vec![DefaultColumnType::Any; statement.columns().len()],
+        rows: rendered,
+    })
+}
+
+/// Renders a binary-format value the way Postgres prints it as text, so the
+/// same expected results hold for both protocols.
+fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) -> String {
+    fn cell<T: ToString>(value: Option<T>) -> String {
+        value.map_or("NULL".to_string(), |value| value.to_string())
+    }
+    match *column_type {
+        Type::BOOL => row
+            .get::<_, Option<bool>>(index)
+            .map_or("NULL".to_string(), |value| {
+                if value { "t" } else { "f" }.to_string()
+            }),
+        Type::INT2 => cell(row.get::<_, Option<i16>>(index)),
+        Type::INT4 => cell(row.get::<_, Option<i32>>(index)),
+        Type::INT8 => cell(row.get::<_, Option<i64>>(index)),
+        Type::FLOAT4 => cell(row.get::<_, Option<f32>>(index)),
+        Type::FLOAT8 => cell(row.get::<_, Option<f64>>(index)),
+        Type::NUMERIC => cell(row.get::<_, Option<rust_decimal::Decimal>>(index)),
+        Type::DATE => cell(row.get::<_, Option<chrono::NaiveDate>>(index)),
+        Type::TIMESTAMP => cell(row.get::<_, Option<chrono::NaiveDateTime>>(index)),
+        Type::TIMESTAMPTZ => row
+            .get::<_, Option<chrono::DateTime<chrono::Utc>>>(index)
+            .map_or("NULL".to_string(), |value| {
+                value.format("%Y-%m-%d %H:%M:%S%.f+00").to_string()
+            }),
+        _ => match row.try_get::<_, Option<&str>>(index) {
+            Ok(value) => text_cell(value),
+            Err(_) => format!("<binary {column_type}: not rendered by the test harness>"),
+        },
+    }
+}
+
+fn slt_files() -> Vec<PathBuf> {
+    let directory = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sql-tests");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&directory)
+        .expect("sql-tests directory")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|extension| extension == "slt"))
+        .collect();
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "no .slt files in {}",
+        directory.display()
+    );
+    files
+}
+
+async fn run_all(protocol: Protocol) {
+    let server = common::TestServer::start();
+    let mut failures = Vec::new();
+    for file in slt_files() {
+        let connection_string = server.connection_string();
+        let mut runner = sqllogictest::Runner::new(move || {
+            let connection_string = connection_string.clone();
+            async move {
+                let (client, connection) =
+                    tokio_postgres::connect(&connection_string, tokio_postgres::NoTls)
+                        .await
+                        .map_err(WeirError)?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Ok(Weir { client, protocol })
+            }
+        });
+        runner.with_column_validator(sqllogictest::default_column_validator);
+        runner.add_label(match protocol {
+            Protocol::Simple => "simple",
+            Protocol::Extended => "extended",
+        });
+        if let Err(error) = runner.run_file_async(&file).await {
+            failures.push(format!("{} ({protocol:?}): {error}", file.display()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "sqllogictest failures:\n{}",
+        failures.join("\n\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_tests_simple_protocol() {
+    run_all(Protocol::Simple).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_tests_extended_protocol() {
+    run_all(Protocol::Extended).await;
+}
