@@ -110,7 +110,7 @@ async fn sigterm_shuts_down_cleanly_and_drops_are_durable() {
         .query_one("SELECT id FROM copied", &[])
         .await
         .unwrap();
-    assert_eq!(row.get::<_, i32>(0), 10);
+    assert_eq!(row.get::<_, i64>(0), 10);
     // The dropped name is free again and the new table starts empty.
     client
         .batch_execute("CREATE TABLE dropped (id INT)")

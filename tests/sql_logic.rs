@@ -144,17 +144,26 @@ fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) ->
         Type::FLOAT8 => cell(row.get::<_, Option<f64>>(index)),
         Type::NUMERIC => cell(row.get::<_, Option<rust_decimal::Decimal>>(index)),
         Type::DATE => cell(row.get::<_, Option<chrono::NaiveDate>>(index)),
-        Type::TIMESTAMP => cell(row.get::<_, Option<chrono::NaiveDateTime>>(index)),
+        Type::TIMESTAMP => row
+            .get::<_, Option<chrono::NaiveDateTime>>(index)
+            .map_or("NULL".to_string(), |value| postgres_timestamp(value, "")),
         Type::TIMESTAMPTZ => row
             .get::<_, Option<chrono::DateTime<chrono::Utc>>>(index)
             .map_or("NULL".to_string(), |value| {
-                value.format("%Y-%m-%d %H:%M:%S%.f+00").to_string()
+                postgres_timestamp(value.naive_utc(), "+00")
             }),
         _ => match row.try_get::<_, Option<&str>>(index) {
             Ok(value) => text_cell(value),
             Err(_) => format!("<binary {column_type}: not rendered by the test harness>"),
         },
     }
+}
+
+/// Postgres prints fractions of a second without trailing zeros.
+fn postgres_timestamp(value: chrono::NaiveDateTime, zone: &str) -> String {
+    let text = value.format("%Y-%m-%d %H:%M:%S%.6f").to_string();
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}{zone}")
 }
 
 fn slt_files() -> Vec<PathBuf> {

@@ -112,6 +112,8 @@ fn new_context() -> Result<SessionContext> {
         .with_create_default_catalog_and_schema(true)
         .with_information_schema(true);
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+    // TIMESTAMPTZ columns and now() are UTC unless a session sets TimeZone.
+    config.options_mut().execution.time_zone = Some("+00:00".to_string());
     let context = SessionContext::new_with_config(config);
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;

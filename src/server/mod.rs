@@ -4,6 +4,7 @@
 
 mod handler;
 mod response;
+mod text_format;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -12,6 +12,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 
+use super::text_format::render_text_columns;
 use crate::engine::CommandDone;
 use crate::error::WeirError;
 
@@ -61,7 +62,10 @@ pub fn query_response(
     let rows = batches
         .map(move |batch| {
             let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {
-                Ok(batch) => encode_recordbatch(row_fields.clone(), batch),
+                Ok(batch) => {
+                    let batch = render_text_columns(batch, &row_fields);
+                    encode_recordbatch(row_fields.clone(), batch)
+                }
                 Err(error) => Box::new(std::iter::once(Err(to_pgwire(WeirError::from(error))))),
             };
             stream::iter(rows)

@@ -145,7 +145,8 @@ impl Session {
             Action::Plan(plan) => {
                 let plan = match parameters {
                     Some(values) if !prepared.parameter_types.is_empty() => {
-                        plan.as_ref().clone().replace_params_with_values(values)?
+                        let values = coerce_parameters(values, &prepared.parameter_types)?;
+                        plan.as_ref().clone().replace_params_with_values(&values)?
                     }
                     _ => plan.as_ref().clone(),
                 };
@@ -361,6 +362,33 @@ fn parameter_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
         }
     }
     Ok(ordered)
+}
+
+/// Casts bound values to the types planning inferred: the plan was
+/// type-checked with those, so a text value bound for a Utf8View column (or
+/// an int4 for an int8 one) must arrive as that type.
+fn coerce_parameters(values: &ParamValues, types: &[Option<DataType>]) -> Result<ParamValues> {
+    let ParamValues::List(list) = values else {
+        return Ok(values.clone());
+    };
+    let coerced = list
+        .iter()
+        .zip(types.iter().chain(std::iter::repeat(&None)))
+        .map(|(value, data_type)| match data_type {
+            Some(data_type) if value.value.data_type() != *data_type => {
+                let mut value = value.clone();
+                value.value = value.value.cast_to(data_type).map_err(|error| {
+                    WeirError::new(
+                        crate::error::sqlstate::DATATYPE_MISMATCH,
+                        format!("parameter does not fit type {data_type}: {error}"),
+                    )
+                })?;
+                Ok(value)
+            }
+            _ => Ok(value.clone()),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ParamValues::List(coerced))
 }
 
 fn count_of(batches: &[RecordBatch]) -> u64 {
