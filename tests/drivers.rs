@@ -144,3 +144,28 @@ fn asyncpg_prepared_statements() {
     let server = TestServer::start();
     run_python("asyncpg_check.py", &server);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_request_stops_a_running_query() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    let token = client.cancel_token();
+    let running = tokio::spawn(async move {
+        let result = client
+            .simple_query("SELECT count(*) FROM generate_series(1, 100000000000)")
+            .await;
+        (client, result)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    token.cancel_query(tokio_postgres::NoTls).await.unwrap();
+    let (client, result) = tokio::time::timeout(std::time::Duration::from_secs(60), running)
+        .await
+        .expect("the cancelled query must end")
+        .unwrap();
+    assert_eq!(result.unwrap_err().code().unwrap().code(), "57014");
+    // The connection is still usable.
+    let messages = client.simple_query("SELECT 1").await.unwrap();
+    assert!(messages
+        .iter()
+        .any(|m| matches!(m, SimpleQueryMessage::Row(_))));
+}

@@ -136,14 +136,14 @@ fn cast_column(
         WeirError::unsupported(format!("COPY into column \"{column}\": {error}"))
     })?;
     // A safe cast turns bad values into NULL; find the first to report it.
-    for row in 0..strings.len() {
+    for (row, record) in records.iter().enumerate() {
         if strings.is_valid(row) && cast.is_null(row) {
             return Err(WeirError::new(
                 sqlstate::INVALID_TEXT_REPRESENTATION,
                 format!(
                     "invalid input for column \"{column}\" of type {data_type}: \"{}\" (COPY data line {})",
                     strings.value(row),
-                    records[row].line
+                    record.line
                 ),
             )
             .with_hint("Fix the value or the column order in the COPY data."));

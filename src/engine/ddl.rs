@@ -34,7 +34,7 @@ pub struct Notice {
 }
 
 impl Notice {
-    pub fn notice(message: &str) -> Self {
+    pub fn info(message: &str) -> Self {
         Notice {
             severity: "NOTICE",
             message: message.to_string(),
@@ -120,7 +120,7 @@ impl Engine {
         }
         if create.if_not_exists && self.catalog.get(&name).is_some() {
             return Ok(
-                CommandDone::new("CREATE TABLE").with_notice(Notice::notice(&format!(
+                CommandDone::new("CREATE TABLE").with_notice(Notice::info(&format!(
                     "relation \"{name}\" already exists, skipping"
                 ))),
             );
@@ -164,7 +164,7 @@ impl Engine {
         let name = relation_name(reference)?;
         let tag = format!("DROP {}", kind.noun().to_uppercase());
         if if_exists && self.catalog.get(&name).is_none() {
-            return Ok(CommandDone::new(&tag).with_notice(Notice::notice(&format!(
+            return Ok(CommandDone::new(&tag).with_notice(Notice::info(&format!(
                 "{} \"{name}\" does not exist, skipping",
                 kind.noun()
             ))));

@@ -17,7 +17,9 @@ use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{CopyResponse, FieldInfo, Response};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireServerHandlers, Type,
+};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::response::{CommandComplete, NoticeResponse};
@@ -122,7 +124,11 @@ impl SessionHandler {
         let response = match outcome {
             Outcome::Rows(batches) => {
                 let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
-                Response::Query(query_response(batches, format, options)?)
+                let cancel = client
+                    .session_extensions()
+                    .get::<Arc<ConnectionHandle>>()
+                    .map(|handle| handle.as_ref().clone());
+                Response::Query(query_response(batches, format, options, cancel)?)
             }
             Outcome::Done(done) => {
                 send_notice(client, &done).await?;

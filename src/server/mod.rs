@@ -2,6 +2,7 @@
 //! each its own `Session`, and translates between protocol messages and
 //! session calls. Nothing outside this module knows about pgwire.
 
+mod cancel;
 mod handler;
 mod response;
 mod text_format;

@@ -8,10 +8,12 @@ use datafusion::execution::SendableRecordBatchStream;
 use futures::{stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{FieldInfo, QueryResponse, Tag};
+use pgwire::api::ConnectionHandle;
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 
+use super::cancel::cancellable;
 use super::text_format::render_text_columns;
 use crate::engine::CommandDone;
 use crate::error::WeirError;
@@ -56,6 +58,7 @@ pub fn query_response(
     batches: SendableRecordBatchStream,
     format: &Format,
     options: Arc<FormatOptions>,
+    cancel: Option<Arc<ConnectionHandle>>,
 ) -> PgWireResult<QueryResponse> {
     let fields = Arc::new(fields(&batches.schema(), format, Some(options))?);
     let row_fields = fields.clone();
@@ -71,5 +74,5 @@ pub fn query_response(
             stream::iter(rows)
         })
         .flatten();
-    Ok(QueryResponse::new(fields, rows))
+    Ok(QueryResponse::new(fields, cancellable(rows, cancel)))
 }

@@ -16,6 +16,7 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{collect, execute_stream};
 use datafusion::sql::sqlparser::ast;
+use futures::StreamExt;
 
 use crate::catalog::table::TableLog;
 use crate::connectors::pg_copy::{self, CopyOptions};
@@ -120,7 +121,7 @@ impl Session {
             LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Statement(_) => {
                 Arc::new(Schema::empty())
             }
-            other => Arc::new(other.schema().as_arrow().clone()),
+            other => postgres_column_names(other.schema().as_arrow(), &statement),
         };
         Ok(Prepared {
             sql,
@@ -150,12 +151,18 @@ impl Session {
                     }
                     _ => plan.as_ref().clone(),
                 };
-                self.execute_plan(plan, &prepared.sql).await
+                self.execute_plan(plan, &prepared.sql, &prepared.result_schema)
+                    .await
             }
         }
     }
 
-    async fn execute_plan(&self, plan: LogicalPlan, sql_text: &str) -> Result<Outcome> {
+    async fn execute_plan(
+        &self,
+        plan: LogicalPlan,
+        sql_text: &str,
+        result_schema: &SchemaRef,
+    ) -> Result<Outcome> {
         let state = self.state()?;
         match plan {
             LogicalPlan::Ddl(ddl) => Ok(Outcome::Done(
@@ -169,7 +176,8 @@ impl Session {
             .with_hint("Use your driver's prepared statements (the extended query protocol).")),
             query => {
                 let physical = state.create_physical_plan(&query).await?;
-                Ok(Outcome::Rows(execute_stream(physical, state.task_ctx())?))
+                let batches = execute_stream(physical, state.task_ctx())?;
+                Ok(Outcome::Rows(with_schema(batches, result_schema.clone())))
             }
         }
     }
@@ -389,6 +397,47 @@ fn coerce_parameters(values: &ParamValues, types: &[Option<DataType>]) -> Result
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ParamValues::List(coerced))
+}
+
+/// The result schema with Postgres's names for unaliased columns.
+fn postgres_column_names(schema: &Schema, statement: &ast::Statement) -> SchemaRef {
+    let Some(names) =
+        sql::output_names(statement).filter(|names| names.len() == schema.fields().len())
+    else {
+        return Arc::new(schema.clone());
+    };
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .zip(names)
+        .map(|(field, name)| match name {
+            Some(name) => field.as_ref().clone().with_name(name),
+            None => field.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Gives a stream's columns the names clients see (types stay as executed).
+fn with_schema(batches: SendableRecordBatchStream, names: SchemaRef) -> SendableRecordBatchStream {
+    let actual = batches.schema();
+    if actual.fields().len() != names.fields().len() {
+        return batches;
+    }
+    let fields: Vec<_> = actual
+        .fields()
+        .iter()
+        .zip(names.fields())
+        .map(|(field, named)| field.as_ref().clone().with_name(named.name()))
+        .collect();
+    let schema = Arc::new(Schema::new_with_metadata(fields, actual.metadata().clone()));
+    let relabel = schema.clone();
+    let stream = batches.map(move |batch| {
+        batch.and_then(|batch| {
+            RecordBatch::try_new(relabel.clone(), batch.columns().to_vec()).map_err(Into::into)
+        })
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
 
 fn count_of(batches: &[RecordBatch]) -> u64 {

@@ -159,7 +159,7 @@ fn classify_copy(
     let copy_options = copy_options(options, legacy_options)?;
     Ok(Utility::CopyFrom {
         table: normalize_identifier(&table),
-        columns: columns.iter().map(|column| column_name(column)).collect(),
+        columns: columns.iter().map(column_name).collect(),
         options: copy_options,
     })
 }

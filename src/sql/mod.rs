@@ -3,6 +3,8 @@
 //! EMIT, SUBSCRIBE, ...) can be added here without touching the rest; every
 //! standard statement is handed on as sqlparser's AST for DataFusion to plan.
 
+mod output_names;
 mod parser;
 
+pub use output_names::output_names;
 pub use parser::{parse, Statement};

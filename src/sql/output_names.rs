@@ -1,0 +1,118 @@
+//! Postgres's names for unaliased result columns. DataFusion names a column
+//! after its whole expression (`count(*)`, `Float64(1.5)`); Postgres uses the
+//! function or type name, or `?column?`. Clients and BI tools show these
+//! names, so weir reports Postgres's.
+
+use datafusion::sql::sqlparser::ast::{DataType, Expr, Query, SelectItem, SetExpr, Statement};
+
+/// For each output column of a plain SELECT, the Postgres name if it
+/// differs from what DataFusion would choose (None keeps DataFusion's).
+/// Returns None when columns cannot be matched one to one (wildcards,
+/// set operations, non-queries).
+pub fn output_names(statement: &Statement) -> Option<Vec<Option<String>>> {
+    let Statement::Query(query) = statement else {
+        return None;
+    };
+    select_names(query)
+}
+
+fn select_names(query: &Query) -> Option<Vec<Option<String>>> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    select
+        .projection
+        .iter()
+        .map(|item| match item {
+            SelectItem::UnnamedExpr(expr) => Some(expression_name(expr)),
+            SelectItem::ExprWithAlias { .. } => Some(None),
+            _ => None,
+        })
+        .collect()
+}
+
+fn expression_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => None,
+        Expr::Function(function) => function
+            .name
+            .0
+            .last()
+            .and_then(|part| part.as_ident())
+            .map(|ident| ident.value.to_ascii_lowercase()),
+        Expr::Cast { data_type, .. } => Some(type_name(data_type)),
+        Expr::TypedString(typed) => Some(type_name(&typed.data_type)),
+        Expr::Nested(inner) => expression_name(inner).or_else(|| Some("?column?".to_string())),
+        Expr::Case { .. } => Some("case".to_string()),
+        Expr::Array(_) => Some("array".to_string()),
+        Expr::Exists { .. } => Some("exists".to_string()),
+        Expr::Subquery(query) => select_names(query)
+            .and_then(|names| names.into_iter().next().flatten())
+            .or_else(|| Some("?column?".to_string())),
+        _ => Some("?column?".to_string()),
+    }
+}
+
+/// The name Postgres gives a type in column headers (its internal name).
+fn type_name(data_type: &DataType) -> String {
+    let text = data_type.to_string().to_ascii_lowercase();
+    let base = text.split('(').next().unwrap_or(&text).trim();
+    let name = match base {
+        "int" | "integer" | "int4" => "int4",
+        "bigint" | "int8" => "int8",
+        "smallint" | "int2" => "int2",
+        "real" | "float4" => "float4",
+        "double precision" | "double" | "float8" | "float" => "float8",
+        "boolean" | "bool" => "bool",
+        "decimal" | "numeric" => "numeric",
+        "character varying" | "varchar" => "varchar",
+        "character" | "char" => "bpchar",
+        "timestamp with time zone" | "timestamptz" => "timestamptz",
+        "timestamp" | "timestamp without time zone" => "timestamp",
+        "time" | "time without time zone" => "time",
+        other => other,
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::{parse, Statement as WeirStatement};
+
+    fn names(sql: &str) -> Option<Vec<Option<String>>> {
+        let WeirStatement::Standard(statement) = parse(sql).unwrap().remove(0);
+        output_names(&statement)
+    }
+
+    fn some(name: &str) -> Option<String> {
+        Some(name.to_string())
+    }
+
+    #[test]
+    fn functions_casts_and_expressions() {
+        assert_eq!(
+            names("SELECT count(*), 1.5::float8, CAST(x AS INTEGER), 1 + 2, a, t.b, c AS d FROM t"),
+            Some(vec![
+                some("count"),
+                some("float8"),
+                some("int4"),
+                some("?column?"),
+                None,
+                None,
+                None
+            ])
+        );
+        assert_eq!(
+            names("SELECT DATE '2026-01-01', now()"),
+            Some(vec![some("date"), some("now")])
+        );
+    }
+
+    #[test]
+    fn wildcards_and_non_selects_keep_datafusion_names() {
+        assert_eq!(names("SELECT *, count(*) FROM t"), None);
+        assert_eq!(names("SELECT 1 UNION SELECT 2"), None);
+        assert_eq!(names("INSERT INTO t VALUES (1)"), None);
+    }
+}

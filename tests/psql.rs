@@ -1,0 +1,141 @@
+//! psql itself against weir: its catalog commands (\dt, \d, \l, \dn) and a
+//! typo that leaves the session connected.
+
+mod common;
+
+use std::process::Command;
+
+use common::TestServer;
+
+fn psql(server: &TestServer, script: &str) -> String {
+    let output = Command::new("psql")
+        .args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &server.port.to_string(),
+            "-U",
+            "weir",
+            "-d",
+            "weir",
+        ])
+        .args(["-v", "ON_ERROR_STOP=0", "-P", "pager=off"])
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("psql must be installed (Debian package postgresql-client)");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn psql_file(server: &TestServer, script: &str) -> String {
+    let mut child = Command::new("psql")
+        .args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &server.port.to_string(),
+            "-U",
+            "weir",
+            "-d",
+            "weir",
+        ])
+        .args(["-v", "ON_ERROR_STOP=0", "-P", "pager=off"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql must be installed (Debian package postgresql-client)");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn psql_catalog_commands() {
+    let server = TestServer::start();
+    psql(
+        &server,
+        "CREATE TABLE trips (id BIGINT NOT NULL, city TEXT, started_at TIMESTAMP)",
+    );
+    psql(
+        &server,
+        "CREATE VIEW trip_cities AS SELECT DISTINCT city FROM trips",
+    );
+
+    let tables = psql(&server, "\\dt");
+    assert!(
+        tables.contains("trips") && tables.contains("table"),
+        "{tables}"
+    );
+    assert!(
+        !tables.contains("trip_cities"),
+        "\\dt lists only tables: {tables}"
+    );
+
+    let described = psql(&server, "\\d trips");
+    for expected in [
+        "id",
+        "bigint",
+        "not null",
+        "city",
+        "text",
+        "started_at",
+        "timestamp without time zone",
+    ] {
+        assert!(
+            described.contains(expected),
+            "missing {expected:?} in:\n{described}"
+        );
+    }
+
+    let views = psql(&server, "\\dv");
+    assert!(views.contains("trip_cities"), "{views}");
+    let databases = psql(&server, "\\l");
+    assert!(databases.contains("weir"), "{databases}");
+    let schemas = psql(&server, "\\dn");
+    assert!(schemas.contains("public"), "{schemas}");
+}
+
+#[test]
+fn psql_session_survives_a_typo() {
+    let server = TestServer::start();
+    let output = psql_file(
+        &server,
+        "CREATE TABLE t (id INT, name TEXT);
+         INSERT INTO t VALUES (1, 'a'), (2, 'b');
+         SELEC * FROM t;
+         SELECT count(*) AS n FROM t;
+         \\copy t FROM stdin
+3\tc
+\\.
+         SELECT max(id) AS top FROM t;",
+    );
+    assert!(output.contains("ERROR:  syntax error"), "{output}");
+    assert!(output.contains("HINT:"), "{output}");
+    assert!(output.contains("COPY 1"), "{output}");
+    let lines: Vec<&str> = output.lines().map(str::trim).collect();
+    assert!(
+        lines.windows(3).any(|w| w[0] == "n" && w[2] == "2"),
+        "{output}"
+    );
+    assert!(
+        lines.windows(3).any(|w| w[0] == "top" && w[2] == "3"),
+        "{output}"
+    );
+}
