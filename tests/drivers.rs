@@ -169,3 +169,60 @@ async fn cancel_request_stops_a_running_query() {
         .iter()
         .any(|m| matches!(m, SimpleQueryMessage::Row(_))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_results_for_every_common_type() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE typed (s SMALLINT, r REAL, n NUMERIC(10, 2), flag BOOLEAN, d DATE,
+                                 t TIME, tz TIMESTAMPTZ, raw BYTEA, list BIGINT[])",
+        )
+        .await
+        .unwrap();
+    let sink = client.copy_in("COPY typed FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    use futures::SinkExt;
+    let line = "7\t1.5\t12.34\tt\t2026-02-03\t04:05:06\t2026-02-03 04:05:06+00\t\\\\x01ff\t\\N\n";
+    sink.send(bytes::Bytes::from(line)).await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 1);
+    client
+        .batch_execute("INSERT INTO typed (list) VALUES ([1, 2, 3])")
+        .await
+        .unwrap();
+
+    let row = client
+        .query_one(
+            "SELECT s, r, n, flag, d, t, tz, raw FROM typed WHERE s = 7",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i16>(0), 7);
+    assert_eq!(row.get::<_, f32>(1), 1.5);
+    assert_eq!(row.get::<_, rust_decimal::Decimal>(2).to_string(), "12.34");
+    assert!(row.get::<_, bool>(3));
+    assert_eq!(row.get::<_, chrono::NaiveDate>(4).to_string(), "2026-02-03");
+    assert_eq!(row.get::<_, chrono::NaiveTime>(5).to_string(), "04:05:06");
+    assert_eq!(
+        row.get::<_, chrono::DateTime<chrono::Utc>>(6).to_rfc3339(),
+        "2026-02-03T04:05:06+00:00"
+    );
+    assert_eq!(row.get::<_, Vec<u8>>(7), vec![0x01, 0xff]);
+
+    let list = client
+        .query_one("SELECT list FROM typed WHERE list IS NOT NULL", &[])
+        .await
+        .unwrap();
+    assert_eq!(list.get::<_, Vec<i64>>(0), vec![1, 2, 3]);
+    let interval = client
+        .simple_query("SELECT INTERVAL '1 day 2 hours' AS i")
+        .await
+        .unwrap();
+    let text = interval.iter().find_map(|message| match message {
+        SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(text.as_deref(), Some("1 day 02:00:00"));
+}

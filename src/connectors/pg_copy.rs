@@ -7,9 +7,12 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, StringArray};
+use datafusion::arrow::array::{
+    new_null_array, Array, ArrayRef, BinaryArray, ListArray, StringArray,
+};
+use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::compute::{cast_with_options, CastOptions};
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, FieldRef, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::error::{sqlstate, Result, WeirError};
@@ -128,6 +131,13 @@ fn cast_column(
     if data_type == &DataType::Utf8 {
         return Ok(input);
     }
+    let input = match data_type {
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
+            decode_bytea(strings, column, records)?
+        }
+        DataType::List(element) => return decode_array(strings, element, column, records),
+        _ => input,
+    };
     let lenient = CastOptions {
         safe: true,
         ..Default::default()
@@ -150,6 +160,137 @@ fn cast_column(
         }
     }
     Ok(cast)
+}
+
+/// Postgres array text, `{1,2,NULL}` or `{"a b","c"}`, into a list column.
+fn decode_array(
+    strings: &StringArray,
+    element: &FieldRef,
+    column: &str,
+    records: &[Record],
+) -> Result<ArrayRef> {
+    let mut offsets = vec![0i32];
+    let mut elements: Vec<Option<String>> = Vec::new();
+    // Each element remembers its row's line, for error messages.
+    let mut element_records = Vec::new();
+    for (value, record) in strings.iter().zip(records) {
+        if let Some(text) = value {
+            let parsed = parse_array_literal(text).ok_or_else(|| {
+                WeirError::new(
+                    sqlstate::INVALID_TEXT_REPRESENTATION,
+                    format!(
+                        "malformed array literal for column \"{column}\": \"{text}\" (COPY data line {})",
+                        record.line
+                    ),
+                )
+                .with_hint("Arrays look like {1,2,3}; nested arrays are not supported.")
+            })?;
+            element_records.extend(parsed.iter().map(|_| Record {
+                line: record.line,
+                fields: Vec::new(),
+            }));
+            elements.extend(parsed);
+        }
+        offsets.push(elements.len() as i32);
+    }
+    let element_strings: StringArray = elements.iter().map(Option::as_deref).collect();
+    let values = cast_column(
+        &element_strings,
+        element.data_type(),
+        column,
+        &element_records,
+    )?;
+    let nulls = NullBuffer::from_iter(strings.iter().map(|value| value.is_some()));
+    let list = ListArray::try_new(
+        element.clone(),
+        OffsetBuffer::new(offsets.into()),
+        values,
+        Some(nulls),
+    )
+    .map_err(|error| WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, error.to_string()))?;
+    Ok(Arc::new(list))
+}
+
+fn parse_array_literal(text: &str) -> Option<Vec<Option<String>>> {
+    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+    if inner.trim().is_empty() {
+        return Some(Vec::new());
+    }
+    let mut elements = Vec::new();
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut element = String::new();
+        let quoted = chars.peek() == Some(&'"');
+        if quoted {
+            chars.next();
+            loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => element.push(chars.next()?),
+                    c => element.push(c),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                if c == '{' || c == '"' {
+                    return None;
+                }
+                element.push(c);
+                chars.next();
+            }
+            element = element.trim().to_string();
+        }
+        let is_null = !quoted && element.eq_ignore_ascii_case("null");
+        elements.push((!is_null).then_some(element));
+        match chars.next() {
+            None => return Some(elements),
+            Some(',') => continue,
+            Some(c) if c.is_whitespace() && chars.all(char::is_whitespace) => {
+                return Some(elements)
+            }
+            Some(_) => return None,
+        }
+    }
+}
+
+/// Postgres writes bytea as `\x` followed by hex digits.
+fn decode_bytea(strings: &StringArray, column: &str, records: &[Record]) -> Result<ArrayRef> {
+    let decoded = strings
+        .iter()
+        .zip(records)
+        .map(|(value, record)| match value {
+            None => Ok(None),
+            Some(text) => match text.strip_prefix("\\x") {
+                Some(hex) => decode_hex(hex).map(Some).ok_or_else(|| {
+                    WeirError::new(
+                        sqlstate::INVALID_TEXT_REPRESENTATION,
+                        format!(
+                            "invalid hexadecimal bytea for column \"{column}\" (COPY data line {})",
+                            record.line
+                        ),
+                    )
+                }),
+                None => Ok(Some(text.as_bytes().to_vec())),
+            },
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(BinaryArray::from_iter(decoded)))
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|index| u8::from_str_radix(hex.get(index..index + 2)?, 16).ok())
+        .collect()
 }
 
 /// One row's fields (None is NULL) and the line it started on.
@@ -384,6 +525,60 @@ mod tests {
             "{}",
             error.message
         );
+    }
+
+    #[test]
+    fn arrays_and_null_arrays() {
+        let element = Arc::new(Field::new("item", DataType::Int64, true));
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "a",
+            DataType::List(element),
+            true,
+        )]));
+        let batch = decode(
+            "{1,2,NULL}\n\\N\n{}\n",
+            &CopyOptions::new(CopyFormat::Text),
+            &schema,
+        )
+        .unwrap();
+        let lists = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .unwrap();
+        assert_eq!(lists.value_length(0), 3);
+        assert!(lists.value(0).is_null(2));
+        assert!(lists.is_null(1));
+        assert_eq!(lists.value_length(2), 0);
+        assert!(decode("{1,x}\n", &CopyOptions::new(CopyFormat::Text), &schema).is_err());
+        assert!(decode("1,2\n", &CopyOptions::new(CopyFormat::Text), &schema).is_err());
+    }
+
+    #[test]
+    fn array_literal_quoting() {
+        assert_eq!(
+            parse_array_literal(r#"{"a b","c\"d",NULL,"NULL"}"#).unwrap(),
+            vec![
+                Some("a b".into()),
+                Some("c\"d".into()),
+                None,
+                Some("NULL".into())
+            ]
+        );
+        assert_eq!(parse_array_literal("{{1},{2}}"), None);
+    }
+
+    #[test]
+    fn bytea_hex_is_decoded() {
+        let schema = Arc::new(Schema::new(vec![Field::new("b", DataType::Binary, true)]));
+        let batch = decode("\\\\x01ff\n", &CopyOptions::new(CopyFormat::Text), &schema).unwrap();
+        let bytes = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .unwrap();
+        assert_eq!(bytes.value(0), &[0x01, 0xff]);
+        assert!(decode("\\\\x0\n", &CopyOptions::new(CopyFormat::Text), &schema).is_err());
     }
 
     #[test]
