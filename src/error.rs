@@ -26,6 +26,7 @@ pub mod sqlstate {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     pub const DIVISION_BY_ZERO: &str = "22012";
     pub const NOT_NULL_VIOLATION: &str = "23502";
+    pub const UNIQUE_VIOLATION: &str = "23505";
     pub const DATA_EXCEPTION: &str = "22000";
     pub const UNDEFINED_PARAMETER: &str = "42704";
     pub const QUERY_CANCELED: &str = "57014";

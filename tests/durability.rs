@@ -82,7 +82,7 @@ async fn sigterm_shuts_down_cleanly_and_drops_are_durable() {
     let client = server.connect().await;
     client
         .batch_execute(
-            "CREATE TABLE kept (id INT); CREATE TABLE dropped (id INT);
+            "CREATE TABLE kept (id INT PRIMARY KEY); CREATE TABLE dropped (id INT);
              INSERT INTO kept VALUES (1); INSERT INTO dropped VALUES (2);
              DROP TABLE dropped;
              CREATE TABLE copied AS SELECT id * 10 AS id FROM kept;",
@@ -111,6 +111,12 @@ async fn sigterm_shuts_down_cleanly_and_drops_are_durable() {
         .await
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 10);
+    // Keys written before the restart still count.
+    let duplicate = client
+        .batch_execute("INSERT INTO kept VALUES (1)")
+        .await
+        .unwrap_err();
+    assert_eq!(duplicate.code().unwrap().code(), "23505");
     // The dropped name is free again and the new table starts empty.
     client
         .batch_execute("CREATE TABLE dropped (id INT)")

@@ -3,6 +3,7 @@
 //! re-plans each one in creation order. Table rows live in `table::TableLog`.
 
 pub mod table;
+mod unique;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -153,7 +154,9 @@ impl Catalog {
     ) -> Result<Arc<TableLog>> {
         let log = Arc::new(TableLog::open(
             definition.id,
+            &definition.name,
             table.schema,
+            &table.constraints,
             self.store.clone(),
         )?);
         let provider = DurableTable::new(log.clone(), table.constraints, table.column_defaults);

@@ -26,6 +26,7 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
+use super::unique::UniqueIndex;
 use crate::error::{Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 
@@ -45,10 +46,15 @@ pub struct TableLog {
     id: u64,
     schema: SchemaRef,
     store: Arc<dyn StateStore>,
-    /// Next log sequence number; the lock serialises writers so log order
-    /// equals the order in which rows become visible.
-    write_lock: tokio::sync::Mutex<u64>,
+    /// The lock serialises writers so log order equals the order in which
+    /// rows become visible, and key checks see every earlier write.
+    writer: tokio::sync::Mutex<Writer>,
     rows: RwLock<Vec<RecordBatch>>,
+}
+
+struct Writer {
+    next_sequence: u64,
+    unique: Vec<UniqueIndex>,
 }
 
 impl fmt::Debug for TableLog {
@@ -89,18 +95,34 @@ impl DurableTable {
 
 impl TableLog {
     /// Opens a table's log, loading every stored entry.
-    pub fn open(id: u64, schema: SchemaRef, store: Arc<dyn StateStore>) -> Result<Self> {
+    pub fn open(
+        id: u64,
+        name: &str,
+        schema: SchemaRef,
+        constraints: &Constraints,
+        store: Arc<dyn StateStore>,
+    ) -> Result<Self> {
         let mut rows = Vec::new();
         let mut next_sequence = 0;
         for (stored_key, value) in store.scan_prefix(&rows_prefix(id))? {
             rows.extend(decode_batches(&stored_key, &value, &schema)?);
             next_sequence = sequence_of(&stored_key) + 1;
         }
+        let mut unique = UniqueIndex::for_constraints(name, &schema, constraints)?;
+        for index in &mut unique {
+            for batch in &rows {
+                let keys = index.check(batch)?;
+                index.insert(keys);
+            }
+        }
         Ok(TableLog {
             id,
             schema,
             store,
-            write_lock: tokio::sync::Mutex::new(next_sequence),
+            writer: tokio::sync::Mutex::new(Writer {
+                next_sequence,
+                unique,
+            }),
             rows: RwLock::new(rows),
         })
     }
@@ -132,10 +154,15 @@ impl TableLog {
         if row_count == 0 {
             return Ok(0);
         }
-        let mut next_sequence = self.write_lock.lock().await;
-        let mut write = WriteBatch::new();
+        let mut writer = self.writer.lock().await;
         let combined = concat_batches(&self.schema, &batches).map_err(DataFusionError::from)?;
-        let mut sequence = *next_sequence;
+        let new_keys = writer
+            .unique
+            .iter()
+            .map(|index| index.check(&combined))
+            .collect::<Result<Vec<_>>>()?;
+        let mut write = WriteBatch::new();
+        let mut sequence = writer.next_sequence;
         let mut offset = 0;
         while offset < combined.num_rows() {
             let length = ROWS_PER_ENTRY.min(combined.num_rows() - offset);
@@ -148,7 +175,10 @@ impl TableLog {
         tokio::task::spawn_blocking(move || store.commit(write))
             .await
             .map_err(|error| WeirError::internal(format!("commit task failed: {error}")))??;
-        *next_sequence = sequence;
+        writer.next_sequence = sequence;
+        for (index, keys) in writer.unique.iter_mut().zip(new_keys) {
+            index.insert(keys);
+        }
         if let Ok(mut rows) = self.rows.write() {
             rows.push(combined);
         }
@@ -319,7 +349,7 @@ mod tests {
     async fn appended_rows_are_reloaded_in_order() {
         let directory = tempfile::tempdir().unwrap();
         let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let log = TableLog::open(7, schema(), store.clone()).unwrap();
+        let log = TableLog::open(7, "t", schema(), &Constraints::default(), store.clone()).unwrap();
         assert_eq!(
             log.append(vec![batch(&[1, 2], &["a", "b"])]).await.unwrap(),
             2
@@ -327,7 +357,7 @@ mod tests {
         assert_eq!(log.append(vec![batch(&[3], &["c"])]).await.unwrap(), 1);
         assert_eq!(log.append(vec![]).await.unwrap(), 0);
 
-        let reopened = TableLog::open(7, schema(), store).unwrap();
+        let reopened = TableLog::open(7, "t", schema(), &Constraints::default(), store).unwrap();
         assert_eq!(reopened.row_count(), 3);
         let ids: Vec<i64> = reopened
             .snapshot()
@@ -354,14 +384,16 @@ mod tests {
     async fn large_writes_are_split_into_entries() {
         let directory = tempfile::tempdir().unwrap();
         let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let log = TableLog::open(1, schema(), store.clone()).unwrap();
+        let log = TableLog::open(1, "t", schema(), &Constraints::default(), store.clone()).unwrap();
         let count = ROWS_PER_ENTRY + 10;
         let ids: Vec<i64> = (0..count as i64).collect();
         let names = vec!["x"; count];
         log.append(vec![batch(&ids, &names)]).await.unwrap();
         assert_eq!(store.scan_prefix(&rows_prefix(1)).unwrap().len(), 2);
         assert_eq!(
-            TableLog::open(1, schema(), store).unwrap().row_count(),
+            TableLog::open(1, "t", schema(), &Constraints::default(), store)
+                .unwrap()
+                .row_count(),
             count
         );
     }
