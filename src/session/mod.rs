@@ -7,10 +7,11 @@ mod settings;
 mod utility;
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
-use datafusion::common::ParamValues;
+use datafusion::common::{DataFusionError, ParamValues};
 use datafusion::execution::{SendableRecordBatchStream, SessionState};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -177,7 +178,13 @@ impl Session {
             query => {
                 let physical = state.create_physical_plan(&query).await?;
                 let batches = execute_stream(physical, state.task_ctx())?;
-                Ok(Outcome::Rows(with_schema(batches, result_schema.clone())))
+                let batches = with_schema(batches, result_schema.clone());
+                Ok(Outcome::Rows(
+                    match self.settings().statement_timeout()? {
+                        Some(limit) => with_deadline(batches, limit),
+                        None => batches,
+                    },
+                ))
             }
         }
     }
@@ -436,6 +443,27 @@ fn with_schema(batches: SendableRecordBatchStream, names: SchemaRef) -> Sendable
         batch.and_then(|batch| {
             RecordBatch::try_new(relabel.clone(), batch.columns().to_vec()).map_err(Into::into)
         })
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
+/// Ends a result stream with 57014 once `limit` has passed since now.
+fn with_deadline(batches: SendableRecordBatchStream, limit: Duration) -> SendableRecordBatchStream {
+    let schema = batches.schema();
+    let deadline = tokio::time::Instant::now() + limit;
+    let stream = futures::stream::unfold(Some(batches), move |batches| async move {
+        let mut batches = batches?;
+        match tokio::time::timeout_at(deadline, batches.next()).await {
+            Ok(next) => next.map(|batch| (batch, Some(batches))),
+            Err(_) => {
+                let timeout = WeirError::new(
+                    crate::error::sqlstate::QUERY_CANCELED,
+                    "canceling statement due to statement timeout",
+                )
+                .with_hint("SET statement_timeout = 0 turns the limit off.");
+                Some((Err(DataFusionError::External(Box::new(timeout))), None))
+            }
+        }
     });
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }

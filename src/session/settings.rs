@@ -116,6 +116,18 @@ impl Settings {
         Err(unknown_parameter(&name))
     }
 
+    /// `statement_timeout` as a duration; None when it is 0 (no limit).
+    pub fn statement_timeout(&self) -> Result<Option<std::time::Duration>> {
+        let value = self.get("statement_timeout")?;
+        let milliseconds = parse_milliseconds(&value).ok_or_else(|| {
+            WeirError::new(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                format!("invalid value for parameter \"statement_timeout\": \"{value}\""),
+            )
+        })?;
+        Ok((milliseconds > 0).then(|| std::time::Duration::from_millis(milliseconds)))
+    }
+
     /// Every known parameter with its current value, for `SHOW ALL`.
     pub fn all(&self) -> Vec<(String, String)> {
         let mut all: BTreeMap<String, String> = KNOWN
@@ -148,6 +160,26 @@ fn datafusion_time_zone(zone: &str) -> String {
     }
 }
 
+/// Postgres time settings: a bare number is milliseconds; units ms, s,
+/// min, h, d may follow.
+fn parse_milliseconds(value: &str) -> Option<u64> {
+    let value = value.trim();
+    let split = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let factor = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    number.checked_mul(factor)
+}
+
 fn validate(name: &str, value: &str) -> Result<()> {
     let invalid = |hint: &str| {
         Err(WeirError::new(
@@ -167,6 +199,9 @@ fn validate(name: &str, value: &str) -> Result<()> {
         }
         "timezone" if datafusion_time_zone(value).parse::<Tz>().is_err() => {
             invalid("Use UTC, an offset such as +02:00, or an IANA name such as Europe/Paris.")
+        }
+        "statement_timeout" if parse_milliseconds(value).is_none() => {
+            invalid("Give milliseconds, or a number with a unit: 500ms, 30s, 5min.")
         }
         "server_version" | "server_encoding" | "integer_datetimes" | "max_identifier_length" => {
             Err(WeirError::new(
@@ -224,6 +259,29 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(reported.name, "TimeZone");
+    }
+
+    #[test]
+    fn statement_timeout_units() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.statement_timeout().unwrap(), None);
+        settings
+            .set("statement_timeout", Some("1500".into()))
+            .unwrap();
+        assert_eq!(
+            settings.statement_timeout().unwrap().unwrap().as_millis(),
+            1500
+        );
+        settings
+            .set("statement_timeout", Some("2s".into()))
+            .unwrap();
+        assert_eq!(
+            settings.statement_timeout().unwrap().unwrap().as_millis(),
+            2000
+        );
+        assert!(settings
+            .set("statement_timeout", Some("soon".into()))
+            .is_err());
     }
 
     #[test]
