@@ -85,7 +85,8 @@ async fn sigterm_shuts_down_cleanly_and_drops_are_durable() {
             "CREATE TABLE kept (id INT PRIMARY KEY); CREATE TABLE dropped (id INT);
              INSERT INTO kept VALUES (1); INSERT INTO dropped VALUES (2);
              DROP TABLE dropped;
-             CREATE TABLE copied AS SELECT id * 10 AS id FROM kept;",
+             CREATE TABLE copied AS SELECT id * 10 AS id FROM kept;
+             CREATE TABLE clicks (at TIMESTAMP, WATERMARK FOR at AS at - INTERVAL '5' SECOND) APPEND ONLY;",
         )
         .await
         .unwrap();
@@ -105,7 +106,27 @@ async fn sigterm_shuts_down_cleanly_and_drops_are_durable() {
             _ => None,
         })
         .collect();
-    assert_eq!(names, vec!["copied".to_string(), "kept".to_string()]);
+    assert_eq!(
+        names,
+        vec![
+            "clicks".to_string(),
+            "copied".to_string(),
+            "kept".to_string()
+        ]
+    );
+    let create = client
+        .simple_query("SHOW CREATE TABLE clicks")
+        .await
+        .unwrap();
+    let text = create.iter().find_map(|message| match message {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(1).map(str::to_string),
+        _ => None,
+    });
+    assert!(
+        text.as_deref()
+            .is_some_and(|sql| sql.contains("WATERMARK FOR at AS at - INTERVAL '5' SECOND")),
+        "{text:?}"
+    );
     let row = client
         .query_one("SELECT id FROM copied", &[])
         .await

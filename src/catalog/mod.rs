@@ -48,6 +48,22 @@ pub struct RelationDefinition {
     pub sql: String,
     /// Relations this one reads (views only).
     pub depends_on: Vec<String>,
+    /// For a table declared as a stream: its watermark and APPEND ONLY.
+    #[serde(default)]
+    pub stream: Option<StreamDefinition>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamDefinition {
+    pub watermark: Option<WatermarkDefinition>,
+    pub append_only: bool,
+}
+
+/// A source's watermark after row i is max(column over rows 1..i) - delay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatermarkDefinition {
+    pub column: String,
+    pub delay_ms: i64,
 }
 
 pub struct Catalog {
@@ -133,7 +149,13 @@ impl Catalog {
     }
 
     /// Creates and durably records a new table.
-    pub fn create_table(&self, name: &str, sql: &str, table: TableParts) -> Result<Arc<TableLog>> {
+    pub fn create_table(
+        &self,
+        name: &str,
+        sql: &str,
+        table: TableParts,
+        stream: Option<StreamDefinition>,
+    ) -> Result<Arc<TableLog>> {
         self.check_name_free(name)?;
         let definition = RelationDefinition {
             id: self.next_id(),
@@ -141,6 +163,7 @@ impl Catalog {
             kind: RelationKind::Table,
             sql: sql.to_string(),
             depends_on: Vec::new(),
+            stream,
         };
         self.persist(&definition)?;
         self.restore_table(definition, table)
@@ -177,6 +200,7 @@ impl Catalog {
             kind: RelationKind::View,
             sql: sql.to_string(),
             depends_on: self.dependencies(&plan),
+            stream: None,
         };
         self.persist(&definition)?;
         self.restore_view(definition, plan)

@@ -12,8 +12,11 @@ use datafusion::physical_plan::collect;
 
 use super::sql_types::create_table_sql;
 use super::Engine;
-use crate::catalog::{RelationDefinition, RelationKind, TableParts, DATABASE_NAME, SCHEMA_NAME};
+use crate::catalog::{
+    RelationDefinition, RelationKind, StreamDefinition, TableParts, DATABASE_NAME, SCHEMA_NAME,
+};
 use crate::error::{sqlstate, Result, WeirError};
+use crate::sql::StreamOptions;
 
 /// The outcome of a command that returns no rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,9 +79,12 @@ impl Engine {
         state: &SessionState,
         ddl: &DdlStatement,
         sql: &str,
+        stream: Option<&StreamOptions>,
     ) -> Result<CommandDone> {
         match ddl {
-            DdlStatement::CreateMemoryTable(create) => self.create_table(state, create, sql).await,
+            DdlStatement::CreateMemoryTable(create) => {
+                self.create_table(state, create, sql, stream).await
+            }
             DdlStatement::CreateView(create) => self.create_view(create, sql),
             DdlStatement::DropTable(drop) => {
                 self.drop_relation(&drop.name, drop.if_exists, RelationKind::Table)
@@ -106,6 +112,7 @@ impl Engine {
         state: &SessionState,
         create: &CreateMemoryTable,
         sql: &str,
+        stream: Option<&StreamOptions>,
     ) -> Result<CommandDone> {
         let name = relation_name(&create.name)?;
         if create.temporary {
@@ -128,7 +135,11 @@ impl Engine {
         let parts = table_parts(create);
         let is_create_as = !matches!(create.input.as_ref(), LogicalPlan::EmptyRelation(_));
         if !is_create_as {
-            self.catalog.create_table(&name, sql, parts)?;
+            let stream = match stream {
+                Some(options) => Some(stream_definition(state, &parts, options).await?),
+                None => None,
+            };
+            self.catalog.create_table(&name, sql, parts, stream)?;
             return Ok(CommandDone::new("CREATE TABLE"));
         }
         // CREATE TABLE AS: record a plain CREATE TABLE (the query may later
@@ -137,7 +148,7 @@ impl Engine {
         self.catalog.check_name_free(&name)?;
         let physical = state.create_physical_plan(&create.input).await?;
         let batches = collect(physical, state.task_ctx()).await?;
-        let log = self.catalog.create_table(&name, &stored_sql, parts)?;
+        let log = self.catalog.create_table(&name, &stored_sql, parts, None)?;
         let rows = log.append(batches).await?;
         Ok(CommandDone::new("SELECT").with_rows(rows))
     }
@@ -192,6 +203,21 @@ impl Engine {
             ))),
         }
     }
+}
+
+async fn stream_definition(
+    state: &SessionState,
+    parts: &TableParts,
+    options: &StreamOptions,
+) -> Result<StreamDefinition> {
+    let watermark = match &options.watermark {
+        Some(clause) => Some(super::watermark::resolve(state, &parts.schema, clause).await?),
+        None => None,
+    };
+    Ok(StreamDefinition {
+        watermark,
+        append_only: options.append_only,
+    })
 }
 
 fn table_parts(create: &CreateMemoryTable) -> TableParts {

@@ -3,6 +3,7 @@
 
 mod ddl;
 pub mod sql_types;
+mod watermark;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -83,6 +84,7 @@ impl Engine {
         for definition in self.catalog.definitions() {
             let statement = match sql::parse(&definition.sql)?.pop() {
                 Some(sql::Statement::Standard(statement)) => statement,
+                Some(sql::Statement::CreateTable { statement, .. }) => statement,
                 None => {
                     return Err(WeirError::internal(format!(
                         "empty definition for {}",

@@ -50,6 +50,8 @@ pub struct Prepared {
     /// Types of `$1..$n`; None where DataFusion could not infer one.
     pub parameter_types: Vec<Option<DataType>>,
     pub result_schema: SchemaRef,
+    /// WATERMARK / APPEND ONLY of a CREATE TABLE.
+    pub stream_options: Option<sql::StreamOptions>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,14 +108,24 @@ impl Session {
     }
 
     pub async fn prepare(&self, statement: sql::Statement) -> Result<Prepared> {
-        let sql::Statement::Standard(statement) = statement;
-        let sql = statement.to_string();
+        let (statement, sql, stream_options) = match statement {
+            sql::Statement::Standard(statement) => {
+                let text = statement.to_string();
+                (statement, text, None)
+            }
+            sql::Statement::CreateTable {
+                statement,
+                text,
+                options,
+            } => (statement, text, Some(options)),
+        };
         if let Some(utility) = utility::classify(&statement)? {
             return Ok(Prepared {
                 sql,
                 result_schema: utility.result_schema(),
                 action: Action::Utility(utility),
                 parameter_types: Vec::new(),
+                stream_options,
             });
         }
         reject_unsupported(&statement)?;
@@ -129,6 +141,7 @@ impl Session {
             parameter_types: parameter_types(&plan)?,
             result_schema,
             action: Action::Plan(Box::new(plan)),
+            stream_options,
         })
     }
 
@@ -152,22 +165,23 @@ impl Session {
                     }
                     _ => plan.as_ref().clone(),
                 };
-                self.execute_plan(plan, &prepared.sql, &prepared.result_schema)
-                    .await
+                self.execute_plan(plan, prepared).await
             }
         }
     }
 
-    async fn execute_plan(
-        &self,
-        plan: LogicalPlan,
-        sql_text: &str,
-        result_schema: &SchemaRef,
-    ) -> Result<Outcome> {
+    async fn execute_plan(&self, plan: LogicalPlan, prepared: &Prepared) -> Result<Outcome> {
         let state = self.state()?;
         match plan {
             LogicalPlan::Ddl(ddl) => Ok(Outcome::Done(
-                self.engine.execute_ddl(&state, &ddl, sql_text).await?,
+                self.engine
+                    .execute_ddl(
+                        &state,
+                        &ddl,
+                        &prepared.sql,
+                        prepared.stream_options.as_ref(),
+                    )
+                    .await?,
             )),
             LogicalPlan::Dml(dml) => self.execute_dml(&state, dml).await,
             LogicalPlan::Statement(statement) => Err(WeirError::unsupported(format!(
@@ -178,7 +192,7 @@ impl Session {
             query => {
                 let physical = state.create_physical_plan(&query).await?;
                 let batches = execute_stream(physical, state.task_ctx())?;
-                let batches = with_schema(batches, result_schema.clone());
+                let batches = with_schema(batches, prepared.result_schema.clone());
                 Ok(Outcome::Rows(
                     match self.settings().statement_timeout()? {
                         Some(limit) => with_deadline(batches, limit),
@@ -255,6 +269,14 @@ impl Session {
                 columns,
                 options,
             } => self.copy_in(table, columns, options),
+            Utility::ShowCreate { name } => {
+                let definition = self
+                    .engine
+                    .catalog()
+                    .get(name)
+                    .ok_or_else(|| WeirError::undefined_table(name))?;
+                rows(schema, vec![vec![definition.name, definition.sql]])
+            }
         }
     }
 

@@ -28,6 +28,9 @@ pub enum Utility {
     },
     ShowAll,
     ShowTables,
+    ShowCreate {
+        name: String,
+    },
     Discard,
     CopyFrom {
         table: String,
@@ -44,6 +47,7 @@ impl Utility {
             Utility::Show { name } => vec![text(name)],
             Utility::ShowAll => vec![text("name"), text("setting")],
             Utility::ShowTables => vec![text("Name")],
+            Utility::ShowCreate { .. } => vec![text("Name"), text("Create Sql")],
             _ => vec![],
         };
         Arc::new(Schema::new(fields))
@@ -64,6 +68,12 @@ pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
         ast::Statement::Set(set) => classify_set(set)?,
         ast::Statement::ShowVariable { variable } => classify_show(variable),
         ast::Statement::ShowTables { .. } => Utility::ShowTables,
+        ast::Statement::ShowCreate { obj_name, .. } => Utility::ShowCreate {
+            name: match obj_name.0.as_slice() {
+                [.., last] => normalize_identifier(&last.to_string()),
+                [] => String::new(),
+            },
+        },
         ast::Statement::Discard { .. } => Utility::Discard,
         ast::Statement::Copy {
             source,
@@ -255,7 +265,9 @@ mod tests {
     use crate::sql::{parse, Statement};
 
     fn classify_sql(sql: &str) -> Option<Utility> {
-        let Statement::Standard(statement) = parse(sql).unwrap().remove(0);
+        let Statement::Standard(statement) = parse(sql).unwrap().remove(0) else {
+            panic!("not a standard statement");
+        };
         classify(&statement).unwrap()
     }
 
@@ -324,7 +336,9 @@ mod tests {
 
     #[test]
     fn copy_to_is_unsupported() {
-        let Statement::Standard(statement) = parse("COPY t TO STDOUT").unwrap().remove(0);
+        let Statement::Standard(statement) = parse("COPY t TO STDOUT").unwrap().remove(0) else {
+            panic!("not a standard statement");
+        };
         assert_eq!(classify(&statement).unwrap_err().code, "0A000");
     }
 }

@@ -5,6 +5,9 @@
 
 mod output_names;
 mod parser;
+mod stream_ddl;
+mod windows;
 
 pub use output_names::output_names;
 pub use parser::{parse, Statement};
+pub use stream_ddl::{StreamOptions, WatermarkClause};

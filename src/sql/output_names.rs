@@ -81,7 +81,9 @@ mod tests {
     use crate::sql::{parse, Statement as WeirStatement};
 
     fn names(sql: &str) -> Option<Vec<Option<String>>> {
-        let WeirStatement::Standard(statement) = parse(sql).unwrap().remove(0);
+        let WeirStatement::Standard(statement) = parse(sql).unwrap().remove(0) else {
+            panic!("not a standard statement");
+        };
         output_names(&statement)
     }
 

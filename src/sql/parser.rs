@@ -1,5 +1,10 @@
 //! Statement splitting and parsing.
 //!
+//! The input is tokenized once and split at semicolons. Each statement's
+//! tokens first pass through weir's extensions (the Flink window spelling,
+//! `WATERMARK FOR` / `APPEND ONLY` in CREATE TABLE), then sqlparser parses
+//! what remains, and window table functions are rewritten (`windows`).
+//!
 //! Catalog queries sent by psql and BI tools (`pg_catalog`, `regclass`,
 //! `information_schema`, ...) go through datafusion-pg-catalog's compatibility
 //! parser, which rewrites Postgres-only constructs into ones DataFusion can
@@ -13,16 +18,25 @@ use std::sync::LazyLock;
 use datafusion::sql::sqlparser::ast;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 
-use crate::error::Result;
+use super::stream_ddl::{self, StreamOptions};
+use super::windows;
+use crate::error::{Result, WeirError};
 
 /// One parsed statement.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {
     /// A statement in sqlparser's PostgreSQL grammar.
     Standard(Box<ast::Statement>),
+    /// CREATE TABLE with weir's stream options (WATERMARK, APPEND ONLY);
+    /// `text` is the full statement as written, for the catalog.
+    CreateTable {
+        statement: Box<ast::Statement>,
+        text: String,
+        options: StreamOptions,
+    },
 }
 
 static COMPATIBILITY: LazyLock<PostgresCompatibilityParser> =
@@ -46,23 +60,82 @@ const CATALOG_MARKERS: &[&str] = &[
 
 /// Parses `sql` into its statements (an empty list for an empty string).
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
-    let dialect = PostgreSqlDialect {};
-    let statements = if is_catalog_query(sql) {
-        COMPATIBILITY.parse(sql)?
-    } else {
-        Parser::parse_sql(&dialect, sql)?
-    };
-    Ok(statements
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|error| WeirError::syntax(format!("syntax error: {error}")))?;
+    split(tokens)
         .into_iter()
-        .map(|statement| Statement::Standard(Box::new(statement)))
-        .collect())
+        .filter(|tokens| tokens.iter().any(|t| !is_trivia(&t.token)))
+        .map(parse_one)
+        .collect()
 }
 
-fn is_catalog_query(sql: &str) -> bool {
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
-        return false;
+fn is_trivia(token: &Token) -> bool {
+    matches!(token, Token::Whitespace(_) | Token::EOF)
+}
+
+fn split(tokens: Vec<TokenWithSpan>) -> Vec<Vec<TokenWithSpan>> {
+    let mut statements = vec![Vec::new()];
+    for token in tokens {
+        match token.token {
+            Token::SemiColon => statements.push(Vec::new()),
+            Token::EOF => {}
+            _ => statements
+                .last_mut()
+                .map_or((), |current| current.push(token)),
+        }
+    }
+    statements
+}
+
+pub(super) fn render(tokens: &[TokenWithSpan]) -> String {
+    tokens
+        .iter()
+        .map(|t| t.token.to_string())
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
+    let text = render(&tokens);
+    let tokens = windows::normalize_flink_spelling(tokens)?;
+    let (tokens, options) = stream_ddl::extract(tokens)?;
+    let statement = if is_catalog_query(&tokens) {
+        let mut statements = COMPATIBILITY.parse(&render(&tokens))?;
+        statements
+            .pop()
+            .ok_or_else(|| WeirError::syntax("empty statement"))?
+    } else {
+        parse_tokens(tokens)?
     };
-    tokens.iter().any(|token| match token {
+    let statement = windows::rewrite(statement)?;
+    Ok(match options {
+        Some(options) => Statement::CreateTable {
+            statement: Box::new(statement),
+            text,
+            options,
+        },
+        None => Statement::Standard(Box::new(statement)),
+    })
+}
+
+fn parse_tokens(tokens: Vec<TokenWithSpan>) -> Result<ast::Statement> {
+    let mut parser = Parser::new(&PostgreSqlDialect {}).with_tokens_with_locations(tokens);
+    let statement = parser.parse_statement()?;
+    let next = parser.peek_token();
+    if next.token != Token::EOF {
+        return Err(WeirError::syntax(format!(
+            "syntax error: Expected: end of statement, found: {} at {}",
+            next.token, next.span.start
+        ))
+        .with_hint("Check the statement near the line and column shown."));
+    }
+    Ok(statement)
+}
+
+fn is_catalog_query(tokens: &[TokenWithSpan]) -> bool {
+    tokens.iter().any(|token| match &token.token {
         Token::Word(word) => {
             let value = word.value.to_ascii_lowercase();
             value.starts_with("pg_") || CATALOG_MARKERS.contains(&value.as_str())
@@ -78,13 +151,22 @@ mod tests {
     fn standard(sql: &str) -> ast::Statement {
         let mut statements = parse(sql).unwrap();
         assert_eq!(statements.len(), 1);
-        let Statement::Standard(statement) = statements.remove(0);
-        *statement
+        match statements.remove(0) {
+            Statement::Standard(statement) => *statement,
+            other => panic!("not standard: {other:?}"),
+        }
+    }
+
+    fn tokens(sql: &str) -> Vec<TokenWithSpan> {
+        Tokenizer::new(&PostgreSqlDialect {}, sql)
+            .tokenize_with_location()
+            .unwrap()
     }
 
     #[test]
     fn splits_multiple_statements() {
         assert_eq!(parse("SELECT 1; SELECT 2;").unwrap().len(), 2);
+        assert_eq!(parse("SELECT ';'; ; -- c\n").unwrap().len(), 1);
         assert!(parse("  ").unwrap().is_empty());
     }
 
@@ -93,6 +175,7 @@ mod tests {
         let error = parse("SELEC 1").unwrap_err();
         assert_eq!(error.code, crate::error::sqlstate::SYNTAX_ERROR);
         assert!(error.message.contains("SELEC"), "{}", error.message);
+        assert_eq!(parse("SELECT 1 2").unwrap_err().code, "42601");
     }
 
     #[test]
@@ -103,10 +186,12 @@ mod tests {
 
     #[test]
     fn catalog_queries_are_detected() {
-        assert!(is_catalog_query("SELECT * FROM pg_catalog.pg_class"));
-        assert!(is_catalog_query("select 'x'::regclass"));
-        assert!(!is_catalog_query("SELECT * FROM orders"));
-        assert!(!is_catalog_query("SELECT 'pg_class' AS name"));
+        assert!(is_catalog_query(&tokens(
+            "SELECT * FROM pg_catalog.pg_class"
+        )));
+        assert!(is_catalog_query(&tokens("select 'x'::regclass")));
+        assert!(!is_catalog_query(&tokens("SELECT * FROM orders")));
+        assert!(!is_catalog_query(&tokens("SELECT 'pg_class' AS name")));
     }
 
     #[test]

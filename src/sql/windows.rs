@@ -1,0 +1,323 @@
+//! Window table functions in FROM: `TUMBLE(t, ts, size [, offset])` and
+//! `HOP(t, ts, slide, size [, offset])`, also in Flink's spelling
+//! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`. Each adds `window_start`
+//! and `window_end` to every row of `t` (a table, view or subquery).
+//!
+//! For queries they are rewritten into plain SQL that DataFusion plans:
+//! TUMBLE bins the time column with `date_bin`; HOP lists every window start
+//! in `(ts - size, ts]` on the slide grid and unnests them, so a HOP size need
+//! not be a multiple of its slide. Windows align to 1970-01-01 plus offset.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    self, Expr, FunctionArg, FunctionArgExpr, Ident, TableAlias, TableFactor, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use crate::error::{Result, WeirError};
+
+const WINDOW_FUNCTIONS: &[&str] = &["TUMBLE", "HOP", "SESSION", "CUMULATE"];
+
+fn is_word(token: &Token, keyword: &str) -> bool {
+    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
+}
+
+fn is_window_function(token: &Token) -> bool {
+    WINDOW_FUNCTIONS.iter().any(|name| is_word(token, name))
+}
+
+/// Rewrites `TABLE(FN(TABLE t, DESCRIPTOR(c), ...))` to `FN(t, c, ...)`.
+pub fn normalize_flink_spelling(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
+    let significant: Vec<usize> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+        .map(|(index, _)| index)
+        .collect();
+    let mut drop = vec![false; tokens.len()];
+    for (position, &index) in significant.iter().enumerate() {
+        let at = |offset: usize| {
+            significant
+                .get(position + offset)
+                .map(|&i| &tokens[i].token)
+        };
+        let starts_call = is_word(&tokens[index].token, "TABLE")
+            && at(1) == Some(&Token::LParen)
+            && at(2).is_some_and(is_window_function)
+            && at(3) == Some(&Token::LParen);
+        if !starts_call {
+            continue;
+        }
+        let outer_open = significant[position + 1];
+        let outer_close = matching_paren(&tokens, outer_open).ok_or_else(unbalanced)?;
+        drop[index] = true;
+        drop[outer_open] = true;
+        drop[outer_close] = true;
+        mark_arguments(&tokens, significant[position + 3], &mut drop)?;
+    }
+    Ok(tokens
+        .into_iter()
+        .zip(drop)
+        .filter_map(|(token, dropped)| (!dropped).then_some(token))
+        .collect())
+}
+
+fn unbalanced() -> WeirError {
+    WeirError::syntax("syntax error: unbalanced parentheses in a window function")
+}
+
+fn matching_paren(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
+    let mut depth = 0;
+    for (index, token) in tokens.iter().enumerate().skip(open) {
+        match token.token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(index);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Inside the window function's parentheses: drop `TABLE` before the input
+/// and unwrap `DESCRIPTOR(col)`.
+fn mark_arguments(tokens: &[TokenWithSpan], open: usize, drop: &mut [bool]) -> Result<()> {
+    let close = matching_paren(tokens, open).ok_or_else(unbalanced)?;
+    let mut argument_start = true;
+    let mut depth = 0;
+    let mut index = open + 1;
+    while index < close {
+        let token = &tokens[index].token;
+        match token {
+            Token::Whitespace(_) => {}
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => argument_start = true,
+            _ if argument_start && depth == 0 && is_word(token, "TABLE") => drop[index] = true,
+            _ if argument_start && depth == 0 && is_word(token, "DESCRIPTOR") => {
+                drop[index] = true;
+                let descriptor_open = (index + 1..close)
+                    .find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+                    .filter(|&i| tokens[i].token == Token::LParen)
+                    .ok_or_else(|| WeirError::syntax("syntax error: DESCRIPTOR needs (column)"))?;
+                let descriptor_close =
+                    matching_paren(tokens, descriptor_open).ok_or_else(unbalanced)?;
+                drop[descriptor_open] = true;
+                drop[descriptor_close] = true;
+                argument_start = false;
+                index = descriptor_open + 1;
+                continue;
+            }
+            _ => argument_start = false,
+        }
+        if !matches!(token, Token::Whitespace(_) | Token::Comma) {
+            argument_start = argument_start && matches!(token, Token::Comma);
+        }
+        index += 1;
+    }
+    Ok(())
+}
+
+/// Replaces window function calls in FROM by the subqueries they stand for.
+pub fn rewrite(mut statement: ast::Statement) -> Result<ast::Statement> {
+    let mut rewriter = WindowRewriter;
+    match statement.visit(&mut rewriter) {
+        ControlFlow::Continue(()) => Ok(statement),
+        ControlFlow::Break(error) => Err(error),
+    }
+}
+
+struct WindowRewriter;
+
+impl VisitorMut for WindowRewriter {
+    type Break = WeirError;
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<WeirError> {
+        let TableFactor::Table {
+            name,
+            alias,
+            args: Some(args),
+            ..
+        } = factor
+        else {
+            return ControlFlow::Continue(());
+        };
+        let function = name.to_string().to_ascii_uppercase();
+        if !WINDOW_FUNCTIONS.contains(&function.as_str()) {
+            return ControlFlow::Continue(());
+        }
+        match window_subquery(&function, &args.args, alias.take()) {
+            Ok(derived) => {
+                *factor = derived;
+                ControlFlow::Continue(())
+            }
+            Err(error) => ControlFlow::Break(error),
+        }
+    }
+}
+
+fn window_subquery(
+    function: &str,
+    args: &[FunctionArg],
+    alias: Option<TableAlias>,
+) -> Result<TableFactor> {
+    let arguments: Vec<&Expr> = args
+        .iter()
+        .map(|arg| match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Ok(expr),
+            other => Err(WeirError::syntax(format!(
+                "{function}: unsupported argument {other}"
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let usage = match function {
+        "TUMBLE" => "TUMBLE(table, time_column, size [, offset])",
+        "HOP" => "HOP(table, time_column, slide, size [, offset])",
+        other => {
+            return Err(
+                WeirError::unsupported(format!("{other} windows are not supported yet"))
+                    .with_hint("TUMBLE and HOP windows are available."),
+            )
+        }
+    };
+    let (minimum, maximum) = if function == "TUMBLE" { (3, 4) } else { (4, 5) };
+    if arguments.len() < minimum || arguments.len() > maximum {
+        return Err(
+            WeirError::syntax(format!("wrong number of arguments to {function}"))
+                .with_hint(format!("Use {usage}.")),
+        );
+    }
+    let (input, default_alias) = window_input(arguments[0], function)?;
+    let time = match arguments[1] {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => arguments[1].to_string(),
+        other => {
+            return Err(WeirError::syntax(format!(
+                "{function}: the time column must be a column name, not {other}"
+            ))
+            .with_hint(format!("Use {usage}.")))
+        }
+    };
+    let offset = arguments.get(minimum).map(|offset| offset.to_string());
+    let origin = match offset {
+        Some(offset) => format!("(TIMESTAMP '1970-01-01 00:00:00' + {offset})"),
+        None => "TIMESTAMP '1970-01-01 00:00:00'".to_string(),
+    };
+    let sql = if function == "TUMBLE" {
+        let size = arguments[2];
+        format!(
+            "SELECT *, date_bin({size}, {time}, {origin}) AS window_start, \
+             date_bin({size}, {time}, {origin}) + {size} AS window_end FROM {input}"
+        )
+    } else {
+        let (slide, size) = (arguments[2], arguments[3]);
+        format!(
+            "SELECT *, window_start + {size} AS window_end FROM (\
+             SELECT *, unnest(range(date_bin({slide}, {time} - {size}, {origin}) + {slide}, \
+             date_bin({slide}, {time}, {origin}) + {slide}, {slide})) AS window_start FROM {input}) AS __hop_windows"
+        )
+    };
+    let subquery = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut parser| parser.parse_query())
+        .map_err(WeirError::from)?;
+    let alias = alias.unwrap_or_else(|| TableAlias {
+        name: Ident::new(default_alias),
+        columns: Vec::new(),
+        explicit: true,
+        at: None,
+    });
+    Ok(TableFactor::Derived {
+        lateral: false,
+        subquery,
+        alias: Some(alias),
+        sample: None,
+    })
+}
+
+/// The FROM text for the window's input and the alias the result gets by
+/// default (the table's name, so `t.column` keeps working).
+fn window_input(argument: &Expr, function: &str) -> Result<(String, String)> {
+    match argument {
+        Expr::Identifier(ident) => Ok((ident.to_string(), ident.value.to_ascii_lowercase())),
+        Expr::CompoundIdentifier(parts) => {
+            let last = parts.last().map_or(function.to_ascii_lowercase(), |p| {
+                p.value.to_ascii_lowercase()
+            });
+            Ok((argument.to_string(), last))
+        }
+        Expr::Subquery(query) => Ok((
+            format!("({query}) AS __window_input"),
+            function.to_ascii_lowercase(),
+        )),
+        other => Err(WeirError::syntax(format!(
+            "{function}: the first argument must be a table or a subquery, not {other}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::parser::render;
+    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+
+    fn normalized(sql: &str) -> String {
+        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+            .tokenize_with_location()
+            .unwrap();
+        render(&normalize_flink_spelling(tokens).unwrap())
+    }
+
+    #[test]
+    fn flink_spelling_becomes_the_short_one() {
+        assert_eq!(
+            normalized(
+                "SELECT * FROM TABLE(TUMBLE(TABLE pv, DESCRIPTOR(ts), INTERVAL '5' MINUTE))"
+            ),
+            "SELECT * FROM TUMBLE( pv, ts, INTERVAL '5' MINUTE)"
+        );
+        assert_eq!(
+            normalized("SELECT * FROM TABLE(HOP(TABLE pv, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '5' MINUTE)) AS w"),
+            "SELECT * FROM HOP( pv, ts, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) AS w"
+        );
+        assert_eq!(normalized("SELECT * FROM t"), "SELECT * FROM t");
+    }
+
+    #[test]
+    fn tumble_becomes_a_derived_table() {
+        let statement = Parser::new(&PostgreSqlDialect {})
+            .try_with_sql("SELECT window_start, count(*) FROM TUMBLE(pv, ts, INTERVAL '5' MINUTE) GROUP BY window_start")
+            .unwrap()
+            .parse_statement()
+            .unwrap();
+        let rewritten = rewrite(statement).unwrap().to_string();
+        assert!(
+            rewritten
+                .contains("date_bin(INTERVAL '5' MINUTE, ts, TIMESTAMP '1970-01-01 00:00:00')"),
+            "{rewritten}"
+        );
+        assert!(rewritten.contains(") AS pv GROUP BY"), "{rewritten}");
+    }
+
+    #[test]
+    fn wrong_arguments_are_clear_errors() {
+        let statement = Parser::new(&PostgreSqlDialect {})
+            .try_with_sql("SELECT * FROM TUMBLE(pv, ts)")
+            .unwrap()
+            .parse_statement()
+            .unwrap();
+        let error = rewrite(statement).unwrap_err();
+        assert_eq!(error.code, "42601");
+        assert!(error
+            .hint
+            .unwrap()
+            .contains("TUMBLE(table, time_column, size"));
+    }
+}
