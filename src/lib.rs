@@ -14,3 +14,4 @@ pub mod server;
 pub mod session;
 pub mod sql;
 pub mod state;
+pub mod stream;

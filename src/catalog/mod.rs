@@ -2,6 +2,7 @@
 //! DataFusion. A definition is the statement's SQL text; on start the engine
 //! re-plans each one in creation order. Table rows live in `table::TableLog`.
 
+pub mod system;
 pub mod table;
 mod unique;
 
@@ -180,6 +181,10 @@ impl Catalog {
             &definition.name,
             table.schema,
             &table.constraints,
+            definition
+                .stream
+                .as_ref()
+                .and_then(|stream| stream.watermark.as_ref()),
             self.store.clone(),
         )?);
         let provider = DurableTable::new(log.clone(), table.constraints, table.column_defaults);

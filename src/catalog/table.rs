@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
 use datafusion::arrow::compute::concat_batches;
@@ -27,8 +27,10 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
 use super::unique::UniqueIndex;
+use super::WatermarkDefinition;
 use crate::error::{Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
+use crate::stream::WatermarkTracker;
 
 /// Rows per stored log entry; bigger writes are split so no value is huge.
 const ROWS_PER_ENTRY: usize = 64 * 1024;
@@ -50,6 +52,8 @@ pub struct TableLog {
     /// rows become visible, and key checks see every earlier write.
     writer: tokio::sync::Mutex<Writer>,
     rows: RwLock<Vec<RecordBatch>>,
+    /// For a table with WATERMARK FOR: its event-time watermark.
+    watermark: Option<Mutex<WatermarkTracker>>,
 }
 
 struct Writer {
@@ -100,6 +104,7 @@ impl TableLog {
         name: &str,
         schema: SchemaRef,
         constraints: &Constraints,
+        watermark: Option<&WatermarkDefinition>,
         store: Arc<dyn StateStore>,
     ) -> Result<Self> {
         let mut rows = Vec::new();
@@ -107,6 +112,23 @@ impl TableLog {
         for (stored_key, value) in store.scan_prefix(&rows_prefix(id))? {
             rows.extend(decode_batches(&stored_key, &value, &schema)?);
             next_sequence = sequence_of(&stored_key) + 1;
+        }
+        let mut tracker = match watermark {
+            Some(definition) => {
+                let column = schema.index_of(&definition.column).map_err(|_| {
+                    WeirError::internal(format!(
+                        "watermark column {} is missing",
+                        definition.column
+                    ))
+                })?;
+                Some(WatermarkTracker::new(column, definition.delay_ms))
+            }
+            None => None,
+        };
+        if let Some(tracker) = tracker.as_mut() {
+            for batch in &rows {
+                tracker.advance(batch)?;
+            }
         }
         let mut unique = UniqueIndex::for_constraints(name, &schema, constraints)?;
         for index in &mut unique {
@@ -124,6 +146,7 @@ impl TableLog {
                 unique,
             }),
             rows: RwLock::new(rows),
+            watermark: tracker.map(Mutex::new),
         })
     }
 
@@ -133,6 +156,16 @@ impl TableLog {
 
     pub fn schema(&self) -> SchemaRef {
         self.schema.clone()
+    }
+
+    /// The current event-time watermark (ns since the epoch), if the table
+    /// has one and has rows.
+    pub fn watermark_ns(&self) -> Option<i64> {
+        let tracker = self.watermark.as_ref()?;
+        tracker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .current_ns()
     }
 
     pub fn row_count(&self) -> usize {
@@ -178,6 +211,10 @@ impl TableLog {
         writer.next_sequence = sequence;
         for (index, keys) in writer.unique.iter_mut().zip(new_keys) {
             index.insert(keys);
+        }
+        if let Some(tracker) = &self.watermark {
+            let mut tracker = tracker.lock().unwrap_or_else(|p| p.into_inner());
+            tracker.advance(&combined)?;
         }
         if let Ok(mut rows) = self.rows.write() {
             rows.push(combined);
@@ -349,7 +386,15 @@ mod tests {
     async fn appended_rows_are_reloaded_in_order() {
         let directory = tempfile::tempdir().unwrap();
         let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let log = TableLog::open(7, "t", schema(), &Constraints::default(), store.clone()).unwrap();
+        let log = TableLog::open(
+            7,
+            "t",
+            schema(),
+            &Constraints::default(),
+            None,
+            store.clone(),
+        )
+        .unwrap();
         assert_eq!(
             log.append(vec![batch(&[1, 2], &["a", "b"])]).await.unwrap(),
             2
@@ -357,7 +402,8 @@ mod tests {
         assert_eq!(log.append(vec![batch(&[3], &["c"])]).await.unwrap(), 1);
         assert_eq!(log.append(vec![]).await.unwrap(), 0);
 
-        let reopened = TableLog::open(7, "t", schema(), &Constraints::default(), store).unwrap();
+        let reopened =
+            TableLog::open(7, "t", schema(), &Constraints::default(), None, store).unwrap();
         assert_eq!(reopened.row_count(), 3);
         let ids: Vec<i64> = reopened
             .snapshot()
@@ -384,14 +430,22 @@ mod tests {
     async fn large_writes_are_split_into_entries() {
         let directory = tempfile::tempdir().unwrap();
         let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let log = TableLog::open(1, "t", schema(), &Constraints::default(), store.clone()).unwrap();
+        let log = TableLog::open(
+            1,
+            "t",
+            schema(),
+            &Constraints::default(),
+            None,
+            store.clone(),
+        )
+        .unwrap();
         let count = ROWS_PER_ENTRY + 10;
         let ids: Vec<i64> = (0..count as i64).collect();
         let names = vec!["x"; count];
         log.append(vec![batch(&ids, &names)]).await.unwrap();
         assert_eq!(store.scan_prefix(&rows_prefix(1)).unwrap().len(), 2);
         assert_eq!(
-            TableLog::open(1, "t", schema(), &Constraints::default(), store)
+            TableLog::open(1, "t", schema(), &Constraints::default(), None, store)
                 .unwrap()
                 .row_count(),
             count

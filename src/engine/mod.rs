@@ -16,16 +16,18 @@ use datafusion::sql::sqlparser::ast;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::setup_pg_catalog;
 
+use crate::catalog::system::{WatermarksTable, SYSTEM_SCHEMA_NAME};
 use crate::catalog::{Catalog, DATABASE_NAME, SCHEMA_NAME};
 use crate::error::{Result, WeirError};
 use crate::sql;
 use crate::state::{SledStore, StateStore};
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
 
 pub use ddl::{relation_name, CommandDone, Notice};
 
 pub struct Engine {
     context: SessionContext,
-    catalog: Catalog,
+    catalog: Arc<Catalog>,
     data_directory: PathBuf,
 }
 
@@ -44,7 +46,8 @@ impl Engine {
             .catalog(DATABASE_NAME)
             .and_then(|catalog| catalog.schema(SCHEMA_NAME))
             .ok_or_else(|| WeirError::internal("the default schema is missing"))?;
-        let catalog = Catalog::open(store, schema)?;
+        let catalog = Arc::new(Catalog::open(store, schema)?);
+        register_system_tables(&context, &catalog)?;
         let engine = Engine {
             context,
             catalog,
@@ -106,6 +109,19 @@ impl Engine {
         tracing::info!(relations, "catalog recovered");
         Ok(())
     }
+}
+
+fn register_system_tables(context: &SessionContext, catalog: &Arc<Catalog>) -> Result<()> {
+    let system = Arc::new(MemorySchemaProvider::new());
+    system.register_table(
+        "watermarks".to_string(),
+        Arc::new(WatermarksTable::new(catalog)),
+    )?;
+    context
+        .catalog(DATABASE_NAME)
+        .ok_or_else(|| WeirError::internal("the database catalog is missing"))?
+        .register_schema(SYSTEM_SCHEMA_NAME, system)?;
+    Ok(())
 }
 
 fn new_context() -> Result<SessionContext> {

@@ -1,0 +1,112 @@
+//! System tables in schema `weir_catalog`, computed when queried.
+//! `weir_catalog.watermarks`: every watermarked table, its event-time column
+//! and delay, and its current watermark.
+
+use std::fmt;
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, TimestampNanosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::Session as DataFusionSession;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::Catalog;
+
+pub const SYSTEM_SCHEMA_NAME: &str = "weir_catalog";
+
+pub struct WatermarksTable {
+    /// Weak: the catalog owns its schema, which owns this table.
+    catalog: Weak<Catalog>,
+    schema: SchemaRef,
+}
+
+impl fmt::Debug for WatermarksTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WatermarksTable")
+    }
+}
+
+impl WatermarksTable {
+    pub fn new(catalog: &Arc<Catalog>) -> Self {
+        WatermarksTable {
+            catalog: Arc::downgrade(catalog),
+            schema: Arc::new(Schema::new(vec![
+                Field::new("table_name", DataType::Utf8, false),
+                Field::new("column_name", DataType::Utf8, false),
+                Field::new("delay_ms", DataType::Int64, false),
+                Field::new(
+                    "watermark",
+                    DataType::Timestamp(TimeUnit::Nanosecond, None),
+                    true,
+                ),
+            ])),
+        }
+    }
+
+    fn rows(&self) -> Result<RecordBatch> {
+        let catalog = self
+            .catalog
+            .upgrade()
+            .ok_or_else(|| DataFusionError::Execution("the catalog is closed".to_string()))?;
+        let mut tables = Vec::new();
+        let mut columns = Vec::new();
+        let mut delays = Vec::new();
+        let mut watermarks = Vec::new();
+        for definition in catalog.definitions() {
+            let Some(watermark) = definition
+                .stream
+                .as_ref()
+                .and_then(|s| s.watermark.as_ref())
+            else {
+                continue;
+            };
+            watermarks.push(
+                catalog
+                    .table(&definition.name)
+                    .and_then(|log| log.watermark_ns()),
+            );
+            tables.push(definition.name.clone());
+            columns.push(watermark.column.clone());
+            delays.push(watermark.delay_ms);
+        }
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(tables)),
+            Arc::new(StringArray::from(columns)),
+            Arc::new(Int64Array::from(delays)),
+            Arc::new(TimestampNanosecondArray::from(watermarks)),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
+    }
+}
+
+#[async_trait]
+impl TableProvider for WatermarksTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn DataFusionSession,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let exec = MemorySourceConfig::try_new_exec(
+            &[vec![self.rows()?]],
+            self.schema.clone(),
+            projection.cloned(),
+        )?;
+        Ok(exec)
+    }
+}
