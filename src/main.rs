@@ -58,7 +58,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(options)) {
+    let outcome = runtime.block_on(serve(options));
+    // Connections still running a statement must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{}", error.message);

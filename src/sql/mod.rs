@@ -3,6 +3,8 @@
 //! EMIT, SUBSCRIBE, ...) can be added here without touching the rest; every
 //! standard statement is handed on as sqlparser's AST for DataFusion to plan.
 
+mod interval;
+mod limits;
 mod output_names;
 mod parser;
 mod stream_ddl;

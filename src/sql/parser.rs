@@ -109,6 +109,8 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     } else {
         parse_tokens(tokens)?
     };
+    // Before anything walks the tree recursively.
+    super::limits::check_nesting(&statement)?;
     let statement = windows::rewrite(statement)?;
     Ok(match options {
         Some(options) => Statement::CreateTable {

@@ -194,6 +194,7 @@ fn window_subquery(
                 .with_hint(format!("Use {usage}.")),
         );
     }
+    check_sizes(function, &arguments[2..minimum], usage)?;
     let (input, default_alias) = window_input(arguments[0], function)?;
     let time = match arguments[1] {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => arguments[1].to_string(),
@@ -239,6 +240,43 @@ fn window_subquery(
         alias: Some(alias),
         sample: None,
     })
+}
+
+/// Most windows one row may fall in (HOP size / slide).
+const MAX_WINDOWS_PER_ROW: i128 = 10_000;
+
+/// Window sizes must be positive constant intervals, and a HOP must not put
+/// a row into an unbounded number of windows.
+fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<()> {
+    let lengths = sizes
+        .iter()
+        .map(|size| match super::interval::interval_nanoseconds(size) {
+            Some(length) if length > 0 => Ok(length),
+            Some(_) => Err(WeirError::new(
+                crate::error::sqlstate::INVALID_PARAMETER_VALUE,
+                format!("{function}: window size {size} must be positive"),
+            )),
+            None => Err(WeirError::unsupported(format!(
+                "{function}: window size {size} must be a constant interval of fixed length"
+            ))
+            .with_hint(format!(
+                "Use {usage} with intervals such as INTERVAL '5' MINUTE (not months or years)."
+            ))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if let [slide, size] = lengths[..] {
+        if size / slide > MAX_WINDOWS_PER_ROW {
+            return Err(WeirError::new(
+                crate::error::sqlstate::INVALID_PARAMETER_VALUE,
+                format!(
+                    "HOP: size / slide is {}, more than {MAX_WINDOWS_PER_ROW} windows per row",
+                    size / slide
+                ),
+            )
+            .with_hint("Use a larger slide or a smaller size."));
+        }
+    }
+    Ok(())
 }
 
 /// The FROM text for the window's input and the alias the result gets by
