@@ -7,32 +7,8 @@ use std::process::Command;
 
 use common::TestServer;
 
+/// Runs psql with `script` on standard input; returns stdout and stderr.
 fn psql(server: &TestServer, script: &str) -> String {
-    let output = Command::new("psql")
-        .args([
-            "-X",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &server.port.to_string(),
-            "-U",
-            "weir",
-            "-d",
-            "weir",
-        ])
-        .args(["-v", "ON_ERROR_STOP=0", "-P", "pager=off"])
-        .arg("-c")
-        .arg(script)
-        .output()
-        .expect("psql must be installed (Debian package postgresql-client)");
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn psql_file(server: &TestServer, script: &str) -> String {
     let mut child = Command::new("psql")
         .args([
             "-X",
@@ -115,7 +91,7 @@ fn psql_catalog_commands() {
 #[test]
 fn psql_session_survives_a_typo() {
     let server = TestServer::start();
-    let output = psql_file(
+    let output = psql(
         &server,
         "CREATE TABLE t (id INT, name TEXT);
          INSERT INTO t VALUES (1, 'a'), (2, 'b');
