@@ -88,9 +88,9 @@ impl Engine {
             let statement = match sql::parse(&definition.sql)?.pop() {
                 Some(sql::Statement::Standard(statement)) => statement,
                 Some(sql::Statement::CreateTable { statement, .. }) => statement,
-                None => {
+                Some(sql::Statement::Flush) | None => {
                     return Err(WeirError::internal(format!(
-                        "empty definition for {}",
+                        "stored definition of {} is not a CREATE statement",
                         definition.name
                     )))
                 }

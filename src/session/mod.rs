@@ -54,6 +54,18 @@ pub struct Prepared {
     pub stream_options: Option<sql::StreamOptions>,
 }
 
+impl Prepared {
+    fn utility(sql: String, utility: Utility) -> Self {
+        Prepared {
+            sql,
+            result_schema: utility.result_schema(),
+            action: Action::Utility(utility),
+            parameter_types: Vec::new(),
+            stream_options: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Action {
     Plan(Box<LogicalPlan>),
@@ -109,6 +121,9 @@ impl Session {
 
     pub async fn prepare(&self, statement: sql::Statement) -> Result<Prepared> {
         let (statement, sql, stream_options) = match statement {
+            sql::Statement::Flush => {
+                return Ok(Prepared::utility("FLUSH".to_string(), Utility::Flush))
+            }
             sql::Statement::Standard(statement) => {
                 let text = statement.to_string();
                 (statement, text, None)
@@ -120,13 +135,7 @@ impl Session {
             } => (statement, text, Some(options)),
         };
         if let Some(utility) = utility::classify(&statement)? {
-            return Ok(Prepared {
-                sql,
-                result_schema: utility.result_schema(),
-                action: Action::Utility(utility),
-                parameter_types: Vec::new(),
-                stream_options,
-            });
+            return Ok(Prepared::utility(sql, utility));
         }
         reject_unsupported(&statement)?;
         let plan = self.engine.plan(&self.state()?, &statement).await?;
@@ -235,6 +244,9 @@ impl Session {
                 Ok(Outcome::Set(CommandDone::new("SET"), reported))
             }
             Utility::SetTransaction => Ok(Outcome::Done(CommandDone::new("SET"))),
+            // Writes reach everything that depends on them before they are
+            // acknowledged, so there is nothing to wait for.
+            Utility::Flush => Ok(Outcome::Done(CommandDone::new("FLUSH"))),
             Utility::Discard => {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("DISCARD ALL")))

@@ -23,6 +23,7 @@ pub enum Utility {
         value: Option<String>,
     },
     SetTransaction,
+    Flush,
     Show {
         name: String,
     },

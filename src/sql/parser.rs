@@ -30,6 +30,8 @@ use crate::error::{Result, WeirError};
 pub enum Statement {
     /// A statement in sqlparser's PostgreSQL grammar.
     Standard(Box<ast::Statement>),
+    /// `FLUSH`: wait until views reflect everything read so far.
+    Flush,
     /// CREATE TABLE with weir's stream options (WATERMARK, APPEND ONLY);
     /// `text` is the full statement as written, for the catalog.
     CreateTable {
@@ -99,6 +101,9 @@ pub(super) fn render(tokens: &[TokenWithSpan]) -> String {
 
 fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     let text = render(&tokens);
+    if text.eq_ignore_ascii_case("FLUSH") {
+        return Ok(Statement::Flush);
+    }
     let tokens = windows::normalize_flink_spelling(tokens)?;
     let (tokens, options) = stream_ddl::extract(tokens)?;
     let statement = if is_catalog_query(&tokens) {
