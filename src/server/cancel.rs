@@ -30,6 +30,8 @@ where
 {
     let watch = handle.map_or(Watch::Unwatched, Watch::Unregistered);
     stream::unfold((Box::pin(rows), watch), |(mut rows, watch)| async move {
+        // Registering replaces the handle's previous receiver, which is why
+        // it happens here, once pgwire's own wait for the handler is over.
         let mut watch = match watch {
             Watch::Unregistered(handle) => Watch::Armed(handle.start_query().await),
             other => other,

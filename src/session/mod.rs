@@ -3,21 +3,19 @@
 //! and result types) and `execute` (with bound parameters). The server turns
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
+mod parameters;
+mod results;
 mod settings;
 mod utility;
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
-use datafusion::common::{DataFusionError, ParamValues};
+use datafusion::common::ParamValues;
 use datafusion::execution::{SendableRecordBatchStream, SessionState};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{collect, execute_stream};
 use datafusion::sql::sqlparser::ast;
-use futures::StreamExt;
 
 use crate::catalog::table::TableLog;
 use crate::connectors::pg_copy::{self, CopyOptions};
@@ -390,141 +388,5 @@ fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
     Err(WeirError::unsupported(format!("{what} is not supported")).with_hint(hint))
 }
 
-/// `$1..$n` types in order.
-fn parameter_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
-    let types = plan.get_parameter_types()?;
-    let mut numbered: Vec<(usize, Option<DataType>)> = types
-        .into_iter()
-        .map(|(name, data_type)| {
-            let index = name.trim_start_matches('$').parse::<usize>().map_err(|_| {
-                WeirError::syntax(format!("parameter {name} is not of the form $n"))
-            })?;
-            Ok((index, data_type))
-        })
-        .collect::<Result<_>>()?;
-    numbered.sort_by_key(|(index, _)| *index);
-    let count = numbered.last().map_or(0, |(index, _)| *index);
-    let mut ordered = vec![None; count];
-    for (index, data_type) in numbered {
-        if index >= 1 {
-            ordered[index - 1] = data_type;
-        }
-    }
-    Ok(ordered)
-}
-
-/// Casts bound values to the types planning inferred: the plan was
-/// type-checked with those, so a text value bound for a Utf8View column (or
-/// an int4 for an int8 one) must arrive as that type.
-fn coerce_parameters(values: &ParamValues, types: &[Option<DataType>]) -> Result<ParamValues> {
-    let ParamValues::List(list) = values else {
-        return Ok(values.clone());
-    };
-    let coerced = list
-        .iter()
-        .zip(types.iter().chain(std::iter::repeat(&None)))
-        .map(|(value, data_type)| match data_type {
-            Some(data_type) if value.value.data_type() != *data_type => {
-                let mut value = value.clone();
-                value.value = value.value.cast_to(data_type).map_err(|error| {
-                    WeirError::new(
-                        crate::error::sqlstate::DATATYPE_MISMATCH,
-                        format!("parameter does not fit type {data_type}: {error}"),
-                    )
-                })?;
-                Ok(value)
-            }
-            _ => Ok(value.clone()),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(ParamValues::List(coerced))
-}
-
-/// The result schema with Postgres's names for unaliased columns.
-fn postgres_column_names(schema: &Schema, statement: &ast::Statement) -> SchemaRef {
-    let Some(names) =
-        sql::output_names(statement).filter(|names| names.len() == schema.fields().len())
-    else {
-        return Arc::new(schema.clone());
-    };
-    let fields: Vec<_> = schema
-        .fields()
-        .iter()
-        .zip(names)
-        .map(|(field, name)| match name {
-            Some(name) => field.as_ref().clone().with_name(name),
-            None => field.as_ref().clone(),
-        })
-        .collect();
-    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
-}
-
-/// Gives a stream's columns the names clients see (types stay as executed).
-fn with_schema(batches: SendableRecordBatchStream, names: SchemaRef) -> SendableRecordBatchStream {
-    let actual = batches.schema();
-    if actual.fields().len() != names.fields().len() {
-        return batches;
-    }
-    let fields: Vec<_> = actual
-        .fields()
-        .iter()
-        .zip(names.fields())
-        .map(|(field, named)| field.as_ref().clone().with_name(named.name()))
-        .collect();
-    let schema = Arc::new(Schema::new_with_metadata(fields, actual.metadata().clone()));
-    let relabel = schema.clone();
-    let stream = batches.map(move |batch| {
-        batch.and_then(|batch| {
-            RecordBatch::try_new(relabel.clone(), batch.columns().to_vec()).map_err(Into::into)
-        })
-    });
-    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
-}
-
-/// Ends a result stream with 57014 once `limit` has passed since now.
-fn with_deadline(batches: SendableRecordBatchStream, limit: Duration) -> SendableRecordBatchStream {
-    let schema = batches.schema();
-    let deadline = tokio::time::Instant::now() + limit;
-    let stream = futures::stream::unfold(Some(batches), move |batches| async move {
-        let mut batches = batches?;
-        match tokio::time::timeout_at(deadline, batches.next()).await {
-            Ok(next) => next.map(|batch| (batch, Some(batches))),
-            Err(_) => {
-                let timeout = WeirError::new(
-                    crate::error::sqlstate::QUERY_CANCELED,
-                    "canceling statement due to statement timeout",
-                )
-                .with_hint("SET statement_timeout = 0 turns the limit off.");
-                Some((Err(DataFusionError::External(Box::new(timeout))), None))
-            }
-        }
-    });
-    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
-}
-
-fn count_of(batches: &[RecordBatch]) -> u64 {
-    batches
-        .iter()
-        .filter_map(|batch| batch.column_by_name("count"))
-        .filter_map(|column| column.as_any().downcast_ref::<UInt64Array>())
-        .map(|counts| counts.iter().flatten().sum::<u64>())
-        .sum()
-}
-
-fn rows(schema: SchemaRef, values: Vec<Vec<String>>) -> Result<Outcome> {
-    let columns = (0..schema.fields().len())
-        .map(|column| {
-            let array: StringArray = values
-                .iter()
-                .map(|row| Some(row[column].as_str()))
-                .collect();
-            Arc::new(array) as _
-        })
-        .collect();
-    let batch = RecordBatch::try_new(schema.clone(), columns)
-        .map_err(|error| WeirError::internal(error.to_string()))?;
-    let stream = futures::stream::iter(vec![Ok(batch)]);
-    Ok(Outcome::Rows(Box::pin(RecordBatchStreamAdapter::new(
-        schema, stream,
-    ))))
-}
+use parameters::{coerce_parameters, parameter_types};
+use results::{count_of, postgres_column_names, rows, with_deadline, with_schema};

@@ -163,10 +163,11 @@ fn classify_copy(
             ),
         );
     };
-    let table = match table_name.0.as_slice() {
-        [name] => name.to_string(),
-        _ => table_name.to_string(),
-    };
+    // weir has one schema, so `public.t` and `t` name the same table.
+    let table = table_name
+        .0
+        .last()
+        .map_or_else(String::new, |part| part.to_string());
     let copy_options = copy_options(options, legacy_options)?;
     Ok(Utility::CopyFrom {
         table: normalize_identifier(&table),

@@ -97,8 +97,6 @@ fn mark_arguments(tokens: &[TokenWithSpan], open: usize, drop: &mut [bool]) -> R
         let token = &tokens[index].token;
         match token {
             Token::Whitespace(_) => {}
-            Token::LParen => depth += 1,
-            Token::RParen => depth -= 1,
             Token::Comma if depth == 0 => argument_start = true,
             _ if argument_start && depth == 0 && is_word(token, "TABLE") => drop[index] = true,
             _ if argument_start && depth == 0 && is_word(token, "DESCRIPTOR") => {
@@ -115,10 +113,15 @@ fn mark_arguments(tokens: &[TokenWithSpan], open: usize, drop: &mut [bool]) -> R
                 index = descriptor_open + 1;
                 continue;
             }
+            Token::LParen => {
+                depth += 1;
+                argument_start = false;
+            }
+            Token::RParen => {
+                depth -= 1;
+                argument_start = false;
+            }
             _ => argument_start = false,
-        }
-        if !matches!(token, Token::Whitespace(_) | Token::Comma) {
-            argument_start = argument_start && matches!(token, Token::Comma);
         }
         index += 1;
     }

@@ -7,15 +7,17 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    new_null_array, Array, ArrayRef, BinaryArray, ListArray, StringArray,
-};
-use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, StringArray};
 use datafusion::arrow::compute::{cast_with_options, CastOptions};
-use datafusion::arrow::datatypes::{DataType, FieldRef, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::error::{sqlstate, Result, WeirError};
+use fields::{split_csv, split_text, Record};
+use values::{decode_array, decode_bytea};
+
+mod fields;
+mod values;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyFormat {
@@ -162,285 +164,10 @@ fn cast_column(
     Ok(cast)
 }
 
-/// Postgres array text, `{1,2,NULL}` or `{"a b","c"}`, into a list column.
-fn decode_array(
-    strings: &StringArray,
-    element: &FieldRef,
-    column: &str,
-    records: &[Record],
-) -> Result<ArrayRef> {
-    let mut offsets = vec![0i32];
-    let mut elements: Vec<Option<String>> = Vec::new();
-    // Each element remembers its row's line, for error messages.
-    let mut element_records = Vec::new();
-    for (value, record) in strings.iter().zip(records) {
-        if let Some(text) = value {
-            let parsed = parse_array_literal(text).ok_or_else(|| {
-                WeirError::new(
-                    sqlstate::INVALID_TEXT_REPRESENTATION,
-                    format!(
-                        "malformed array literal for column \"{column}\": \"{text}\" (COPY data line {})",
-                        record.line
-                    ),
-                )
-                .with_hint("Arrays look like {1,2,3}; nested arrays are not supported.")
-            })?;
-            element_records.extend(parsed.iter().map(|_| Record {
-                line: record.line,
-                fields: Vec::new(),
-            }));
-            elements.extend(parsed);
-        }
-        offsets.push(elements.len() as i32);
-    }
-    let element_strings: StringArray = elements.iter().map(Option::as_deref).collect();
-    let values = cast_column(
-        &element_strings,
-        element.data_type(),
-        column,
-        &element_records,
-    )?;
-    let nulls = NullBuffer::from_iter(strings.iter().map(|value| value.is_some()));
-    let list = ListArray::try_new(
-        element.clone(),
-        OffsetBuffer::new(offsets.into()),
-        values,
-        Some(nulls),
-    )
-    .map_err(|error| WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, error.to_string()))?;
-    Ok(Arc::new(list))
-}
-
-fn parse_array_literal(text: &str) -> Option<Vec<Option<String>>> {
-    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
-    if inner.trim().is_empty() {
-        return Some(Vec::new());
-    }
-    let mut elements = Vec::new();
-    let mut chars = inner.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
-        }
-        let mut element = String::new();
-        let quoted = chars.peek() == Some(&'"');
-        if quoted {
-            chars.next();
-            loop {
-                match chars.next()? {
-                    '"' => break,
-                    '\\' => element.push(chars.next()?),
-                    c => element.push(c),
-                }
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c == ',' {
-                    break;
-                }
-                if c == '{' || c == '"' {
-                    return None;
-                }
-                element.push(c);
-                chars.next();
-            }
-            element = element.trim().to_string();
-        }
-        let is_null = !quoted && element.eq_ignore_ascii_case("null");
-        elements.push((!is_null).then_some(element));
-        match chars.next() {
-            None => return Some(elements),
-            Some(',') => continue,
-            Some(c) if c.is_whitespace() && chars.all(char::is_whitespace) => {
-                return Some(elements)
-            }
-            Some(_) => return None,
-        }
-    }
-}
-
-/// Postgres writes bytea as `\x` followed by hex digits.
-fn decode_bytea(strings: &StringArray, column: &str, records: &[Record]) -> Result<ArrayRef> {
-    let decoded = strings
-        .iter()
-        .zip(records)
-        .map(|(value, record)| match value {
-            None => Ok(None),
-            Some(text) => match text.strip_prefix("\\x") {
-                Some(hex) => decode_hex(hex).map(Some).ok_or_else(|| {
-                    WeirError::new(
-                        sqlstate::INVALID_TEXT_REPRESENTATION,
-                        format!(
-                            "invalid hexadecimal bytea for column \"{column}\" (COPY data line {})",
-                            record.line
-                        ),
-                    )
-                }),
-                None => Ok(Some(text.as_bytes().to_vec())),
-            },
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Arc::new(BinaryArray::from_iter(decoded)))
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|index| u8::from_str_radix(hex.get(index..index + 2)?, 16).ok())
-        .collect()
-}
-
-/// One row's fields (None is NULL) and the line it started on.
-#[derive(Debug, PartialEq)]
-struct Record {
-    line: usize,
-    fields: Vec<Option<String>>,
-}
-
-fn split_text(data: &str, options: &CopyOptions) -> Result<Vec<Record>> {
-    let mut records = Vec::new();
-    for (index, line) in data.split('\n').enumerate() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line == "\\." {
-            break;
-        }
-        if line.is_empty() && index + 1 == data.split('\n').count() {
-            continue;
-        }
-        let fields = line
-            .split(options.delimiter)
-            .map(|raw| {
-                if raw == options.null {
-                    Ok(None)
-                } else {
-                    unescape_text(raw)
-                        .map(Some)
-                        .map_err(|message| bad_format(index + 1, message))
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
-        records.push(Record {
-            line: index + 1,
-            fields,
-        });
-    }
-    Ok(records)
-}
-
-fn unescape_text(raw: &str) -> std::result::Result<String, String> {
-    if !raw.contains('\\') {
-        return Ok(raw.to_string());
-    }
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('t') => out.push('\t'),
-            Some('v') => out.push('\u{b}'),
-            Some(digit @ '0'..='7') => {
-                let mut value = digit.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match chars.peek().and_then(|c| c.to_digit(8)) {
-                        Some(next) => {
-                            value = value * 8 + next;
-                            chars.next();
-                        }
-                        None => break,
-                    }
-                }
-                out.push(char::from_u32(value).ok_or("invalid octal escape")?);
-            }
-            Some(other) => out.push(other),
-            None => return Err("backslash at the end of a field".to_string()),
-        }
-    }
-    Ok(out)
-}
-
-fn split_csv(data: &str, options: &CopyOptions) -> Result<Vec<Record>> {
-    let mut records = Vec::new();
-    let mut chars = data.chars().peekable();
-    let mut line = 1;
-    while chars.peek().is_some() {
-        let start_line = line;
-        let mut fields = Vec::new();
-        let mut field = String::new();
-        let mut quoted = false;
-        let mut in_quotes = false;
-        loop {
-            let Some(c) = chars.next() else {
-                if in_quotes {
-                    return Err(bad_format(start_line, "unterminated quoted field"));
-                }
-                fields.push(csv_field(field, quoted, options));
-                break;
-            };
-            if in_quotes {
-                let escapes_next = c == options.escape
-                    && chars.peek().is_some_and(|&next| {
-                        next == options.quote
-                            || (options.escape != options.quote && next == options.escape)
-                    });
-                if escapes_next {
-                    field.extend(chars.next());
-                } else if c == options.quote {
-                    in_quotes = false;
-                } else {
-                    if c == '\n' {
-                        line += 1;
-                    }
-                    field.push(c);
-                }
-            } else if c == options.quote {
-                in_quotes = true;
-                quoted = true;
-            } else if c == options.delimiter {
-                fields.push(csv_field(std::mem::take(&mut field), quoted, options));
-                quoted = false;
-            } else if c == '\n' {
-                line += 1;
-                fields.push(csv_field(field, quoted, options));
-                break;
-            } else if c == '\r' && chars.peek() == Some(&'\n') {
-                continue;
-            } else {
-                field.push(c);
-            }
-        }
-        if fields.len() == 1 && fields[0].as_deref() == Some("\\.") {
-            break;
-        }
-        records.push(Record {
-            line: start_line,
-            fields,
-        });
-    }
-    Ok(records)
-}
-
-/// An unquoted field equal to the NULL string is NULL; a quoted one never is.
-fn csv_field(field: String, quoted: bool, options: &CopyOptions) -> Option<String> {
-    if !quoted && field == options.null {
-        None
-    } else {
-        Some(field)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::array::{BinaryArray, ListArray};
     use datafusion::arrow::array::{BooleanArray, Int64Array, TimestampNanosecondArray};
     use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};
 
@@ -552,20 +279,6 @@ mod tests {
         assert_eq!(lists.value_length(2), 0);
         assert!(decode("{1,x}\n", &CopyOptions::new(CopyFormat::Text), &schema).is_err());
         assert!(decode("1,2\n", &CopyOptions::new(CopyFormat::Text), &schema).is_err());
-    }
-
-    #[test]
-    fn array_literal_quoting() {
-        assert_eq!(
-            parse_array_literal(r#"{"a b","c\"d",NULL,"NULL"}"#).unwrap(),
-            vec![
-                Some("a b".into()),
-                Some("c\"d".into()),
-                None,
-                Some("NULL".into())
-            ]
-        );
-        assert_eq!(parse_array_literal("{{1},{2}}"), None);
     }
 
     #[test]

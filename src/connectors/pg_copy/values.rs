@@ -1,0 +1,165 @@
+//! Column values that need more than Arrow's string cast: Postgres array
+//! text (`{1,2,NULL}`) and bytea hex (`\x01ff`).
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, BinaryArray, ListArray, StringArray};
+use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+use datafusion::arrow::datatypes::FieldRef;
+
+use super::{cast_column, Record};
+use crate::error::{sqlstate, Result, WeirError};
+
+/// Postgres array text, `{1,2,NULL}` or `{"a b","c"}`, into a list column.
+pub(super) fn decode_array(
+    strings: &StringArray,
+    element: &FieldRef,
+    column: &str,
+    records: &[Record],
+) -> Result<ArrayRef> {
+    let mut offsets = vec![0i32];
+    let mut elements: Vec<Option<String>> = Vec::new();
+    // Each element remembers its row's line, for error messages.
+    let mut element_records = Vec::new();
+    for (value, record) in strings.iter().zip(records) {
+        if let Some(text) = value {
+            let parsed = parse_array_literal(text).ok_or_else(|| {
+                WeirError::new(
+                    sqlstate::INVALID_TEXT_REPRESENTATION,
+                    format!(
+                        "malformed array literal for column \"{column}\": \"{text}\" (COPY data line {})",
+                        record.line
+                    ),
+                )
+                .with_hint("Arrays look like {1,2,3}; nested arrays are not supported.")
+            })?;
+            element_records.extend(parsed.iter().map(|_| Record {
+                line: record.line,
+                fields: Vec::new(),
+            }));
+            elements.extend(parsed);
+        }
+        offsets.push(elements.len() as i32);
+    }
+    let element_strings: StringArray = elements.iter().map(Option::as_deref).collect();
+    let values = cast_column(
+        &element_strings,
+        element.data_type(),
+        column,
+        &element_records,
+    )?;
+    let nulls = NullBuffer::from_iter(strings.iter().map(|value| value.is_some()));
+    let list = ListArray::try_new(
+        element.clone(),
+        OffsetBuffer::new(offsets.into()),
+        values,
+        Some(nulls),
+    )
+    .map_err(|error| WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, error.to_string()))?;
+    Ok(Arc::new(list))
+}
+
+fn parse_array_literal(text: &str) -> Option<Vec<Option<String>>> {
+    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+    if inner.trim().is_empty() {
+        return Some(Vec::new());
+    }
+    let mut elements = Vec::new();
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut element = String::new();
+        let quoted = chars.peek() == Some(&'"');
+        if quoted {
+            chars.next();
+            loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => element.push(chars.next()?),
+                    c => element.push(c),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                if c == '{' || c == '"' {
+                    return None;
+                }
+                element.push(c);
+                chars.next();
+            }
+            element = element.trim().to_string();
+        }
+        let is_null = !quoted && element.eq_ignore_ascii_case("null");
+        elements.push((!is_null).then_some(element));
+        match chars.next() {
+            None => return Some(elements),
+            Some(',') => continue,
+            Some(c) if c.is_whitespace() && chars.all(char::is_whitespace) => {
+                return Some(elements)
+            }
+            Some(_) => return None,
+        }
+    }
+}
+
+/// Postgres writes bytea as `\x` followed by hex digits.
+pub(super) fn decode_bytea(
+    strings: &StringArray,
+    column: &str,
+    records: &[Record],
+) -> Result<ArrayRef> {
+    let decoded = strings
+        .iter()
+        .zip(records)
+        .map(|(value, record)| match value {
+            None => Ok(None),
+            Some(text) => match text.strip_prefix("\\x") {
+                Some(hex) => decode_hex(hex).map(Some).ok_or_else(|| {
+                    WeirError::new(
+                        sqlstate::INVALID_TEXT_REPRESENTATION,
+                        format!(
+                            "invalid hexadecimal bytea for column \"{column}\" (COPY data line {})",
+                            record.line
+                        ),
+                    )
+                }),
+                None => Ok(Some(text.as_bytes().to_vec())),
+            },
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(BinaryArray::from_iter(decoded)))
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|index| u8::from_str_radix(hex.get(index..index + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_literal_quoting() {
+        assert_eq!(
+            parse_array_literal(r#"{"a b","c\"d",NULL,"NULL"}"#).unwrap(),
+            vec![
+                Some("a b".into()),
+                Some("c\"d".into()),
+                None,
+                Some("NULL".into())
+            ]
+        );
+        assert_eq!(parse_array_literal("{{1},{2}}"), None);
+    }
+}
