@@ -111,6 +111,12 @@ impl From<ParserError> for WeirError {
     }
 }
 
+impl From<datafusion::arrow::error::ArrowError> for WeirError {
+    fn from(error: datafusion::arrow::error::ArrowError) -> Self {
+        arrow_error_to_weir(&error)
+    }
+}
+
 impl From<DataFusionError> for WeirError {
     fn from(error: DataFusionError) -> Self {
         from_datafusion(error)

@@ -5,6 +5,7 @@
 pub mod system;
 pub mod table;
 mod unique;
+pub mod view_result;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -18,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
-use table::{rows_prefix, DurableTable, TableLog};
+use table::{rows_prefix, AppendObserver, DurableTable, TableLog};
+use view_result::{view_rows_prefix, MaterializedViewTable, ViewResult};
 
 /// The database name clients connect to and the one schema it has.
 pub const DATABASE_NAME: &str = "weir";
@@ -28,6 +30,7 @@ pub const SCHEMA_NAME: &str = "public";
 pub enum RelationKind {
     Table,
     View,
+    MaterializedView,
 }
 
 impl RelationKind {
@@ -35,6 +38,7 @@ impl RelationKind {
         match self {
             RelationKind::Table => "table",
             RelationKind::View => "view",
+            RelationKind::MaterializedView => "materialized view",
         }
     }
 }
@@ -72,6 +76,8 @@ pub struct Catalog {
     schema: Arc<dyn SchemaProvider>,
     definitions: RwLock<BTreeMap<String, RelationDefinition>>,
     table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
+    view_results: RwLock<HashMap<String, Arc<ViewResult>>>,
+    observer: Option<Arc<dyn AppendObserver>>,
 }
 
 fn definition_key(id: u64) -> Vec<u8> {
@@ -81,7 +87,11 @@ fn definition_key(id: u64) -> Vec<u8> {
 impl Catalog {
     /// Loads the stored definitions; providers are registered by the engine
     /// as it re-plans them (`restore_table`, `restore_view`).
-    pub fn open(store: Arc<dyn StateStore>, schema: Arc<dyn SchemaProvider>) -> Result<Self> {
+    pub fn open(
+        store: Arc<dyn StateStore>,
+        schema: Arc<dyn SchemaProvider>,
+        observer: Option<Arc<dyn AppendObserver>>,
+    ) -> Result<Self> {
         let mut definitions = BTreeMap::new();
         for (stored_key, value) in store.scan_prefix(&key(&[b"catalog", b"relation", b""]))? {
             let definition: RelationDefinition =
@@ -101,6 +111,8 @@ impl Catalog {
             schema,
             definitions: RwLock::new(definitions),
             table_logs: RwLock::new(HashMap::new()),
+            view_results: RwLock::new(HashMap::new()),
+            observer,
         })
     }
 
@@ -119,6 +131,20 @@ impl Catalog {
     pub fn table(&self, name: &str) -> Option<Arc<TableLog>> {
         let logs = self.table_logs.read().unwrap_or_else(|p| p.into_inner());
         logs.get(name).cloned()
+    }
+
+    /// The DataFusion provider registered for `name` in weir's schema.
+    pub fn provider(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        // The in-memory schema provider answers at once.
+        futures::executor::block_on(self.schema.table(name))
+            .ok()
+            .flatten()
+    }
+
+    /// The rows of materialized view `name`.
+    pub fn view_result(&self, name: &str) -> Option<Arc<ViewResult>> {
+        let results = self.view_results.read().unwrap_or_else(|p| p.into_inner());
+        results.get(name).cloned()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RelationDefinition>> {
@@ -186,6 +212,7 @@ impl Catalog {
                 .as_ref()
                 .and_then(|stream| stream.watermark.as_ref()),
             self.store.clone(),
+            self.observer.clone(),
         )?);
         let provider = DurableTable::new(log.clone(), table.constraints, table.column_defaults);
         self.register(&definition.name, Arc::new(provider))?;
@@ -218,6 +245,69 @@ impl Catalog {
         Ok(())
     }
 
+    /// A new materialized view's definition and (empty) result, not yet
+    /// stored or visible: see `commit_materialized_view`.
+    pub fn new_materialized_view(
+        &self,
+        name: &str,
+        sql: &str,
+        depends_on: Vec<String>,
+        schema: SchemaRef,
+    ) -> Result<(RelationDefinition, Arc<ViewResult>)> {
+        self.check_name_free(name)?;
+        let definition = RelationDefinition {
+            id: self.next_id(),
+            name: name.to_string(),
+            kind: RelationKind::MaterializedView,
+            sql: sql.to_string(),
+            depends_on,
+            stream: None,
+        };
+        let result = Arc::new(ViewResult::open(definition.id, schema, &*self.store)?);
+        Ok((definition, result))
+    }
+
+    /// Stores the definition together with the view's first rows (one
+    /// atomic commit), then makes the view visible.
+    pub fn commit_materialized_view(
+        &self,
+        definition: RelationDefinition,
+        result: Arc<ViewResult>,
+        rows: WriteBatch,
+    ) -> Result<()> {
+        let mut batch = self.definition_write(&definition)?;
+        batch.extend(rows);
+        self.store.commit(batch)?;
+        self.register_materialized_view(definition, result)
+    }
+
+    /// Registers a stored materialized view with its stored rows.
+    pub fn restore_materialized_view(
+        &self,
+        definition: RelationDefinition,
+        schema: SchemaRef,
+    ) -> Result<Arc<ViewResult>> {
+        let result = Arc::new(ViewResult::open(definition.id, schema, &*self.store)?);
+        self.register_materialized_view(definition, result.clone())?;
+        Ok(result)
+    }
+
+    fn register_materialized_view(
+        &self,
+        definition: RelationDefinition,
+        result: Arc<ViewResult>,
+    ) -> Result<()> {
+        let provider = MaterializedViewTable::new(result.clone());
+        let _ = self.schema.deregister_table(&definition.name)?;
+        self.register(&definition.name, Arc::new(provider))?;
+        self.view_results
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(definition.name.clone(), result);
+        self.write().insert(definition.name.clone(), definition);
+        Ok(())
+    }
+
     /// Drops a relation and, for a table, its rows, in one durable commit.
     pub fn drop_relation(&self, name: &str, kind: RelationKind) -> Result<()> {
         let definition = self
@@ -233,24 +323,36 @@ impl Catalog {
                 definition.kind.noun().to_uppercase()
             )));
         }
-        if let Some(dependent) = self.dependents(name).first() {
+        if let Some(dependent) = self.dependents(name).first().and_then(|d| self.get(d)) {
+            let noun = dependent.kind.noun();
             return Err(WeirError::new(
                 sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
                 format!(
-                    "cannot drop {} {name} because view {dependent} depends on it",
-                    kind.noun()
+                    "cannot drop {} {name} because {noun} {} depends on it",
+                    kind.noun(),
+                    dependent.name
                 ),
             )
-            .with_hint(format!("Drop the view first: DROP VIEW {dependent};")));
+            .with_hint(format!(
+                "Drop the {noun} first: DROP {} {};",
+                noun.to_uppercase(),
+                dependent.name
+            )));
         }
         let mut batch = WriteBatch::new();
         batch.delete(definition_key(definition.id));
-        if kind == RelationKind::Table {
-            batch.delete_prefix(rows_prefix(definition.id));
+        match kind {
+            RelationKind::Table => batch.delete_prefix(rows_prefix(definition.id)),
+            RelationKind::MaterializedView => batch.delete_prefix(view_rows_prefix(definition.id)),
+            RelationKind::View => {}
         }
         self.store.commit(batch)?;
         self.schema.deregister_table(name)?;
         self.table_logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        self.view_results
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
@@ -267,7 +369,7 @@ impl Catalog {
     }
 
     /// Names of catalog relations a plan scans (including in subqueries).
-    fn dependencies(&self, plan: &LogicalPlan) -> Vec<String> {
+    pub fn dependencies(&self, plan: &LogicalPlan) -> Vec<String> {
         let mut names = Vec::new();
         let _ = plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
@@ -282,11 +384,15 @@ impl Catalog {
     }
 
     fn persist(&self, definition: &RelationDefinition) -> Result<()> {
+        self.store.commit(self.definition_write(definition)?)
+    }
+
+    fn definition_write(&self, definition: &RelationDefinition) -> Result<WriteBatch> {
         let value = serde_json::to_vec(definition)
             .map_err(|error| WeirError::internal(format!("cannot encode definition: {error}")))?;
         let mut batch = WriteBatch::new();
         batch.put(definition_key(definition.id), value);
-        self.store.commit(batch)
+        Ok(batch)
     }
 
     fn register(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {

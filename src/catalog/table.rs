@@ -30,7 +30,8 @@ use super::unique::UniqueIndex;
 use super::WatermarkDefinition;
 use crate::error::{Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
-use crate::stream::WatermarkTracker;
+use crate::stream::dataflow::source_messages;
+use crate::stream::{Message, WatermarkTracker};
 
 /// Rows per stored log entry; bigger writes are split so no value is huge.
 const ROWS_PER_ENTRY: usize = 64 * 1024;
@@ -43,9 +44,19 @@ pub struct DurableTable {
     column_defaults: HashMap<String, Expr>,
 }
 
+/// Told about every write before it commits, under the table's writer
+/// lock; returns writes (e.g. view changes) to commit atomically with it.
+pub trait AppendObserver: Send + Sync {
+    fn on_append(&self, table: &str, messages: Vec<Message>) -> Result<WriteBatch>;
+    /// The commit after `on_append` failed: observed state is ahead.
+    fn on_commit_failed(&self);
+}
+
 /// The rows of one table: durable log plus in-memory copy.
 pub struct TableLog {
     id: u64,
+    name: String,
+    observer: Option<Arc<dyn AppendObserver>>,
     schema: SchemaRef,
     store: Arc<dyn StateStore>,
     /// The lock serialises writers so log order equals the order in which
@@ -56,7 +67,10 @@ pub struct TableLog {
     watermark: Option<Mutex<WatermarkTracker>>,
 }
 
-struct Writer {
+/// Holds a table's writes off while a new view reads its history.
+pub struct WritesPaused<'a>(#[allow(dead_code)] tokio::sync::MutexGuard<'a, Writer>);
+
+pub struct Writer {
     next_sequence: u64,
     unique: Vec<UniqueIndex>,
 }
@@ -106,6 +120,7 @@ impl TableLog {
         constraints: &Constraints,
         watermark: Option<&WatermarkDefinition>,
         store: Arc<dyn StateStore>,
+        observer: Option<Arc<dyn AppendObserver>>,
     ) -> Result<Self> {
         let mut rows = Vec::new();
         let mut next_sequence = 0;
@@ -139,6 +154,8 @@ impl TableLog {
         }
         Ok(TableLog {
             id,
+            name: name.to_string(),
+            observer,
             schema,
             store,
             writer: tokio::sync::Mutex::new(Writer {
@@ -166,6 +183,33 @@ impl TableLog {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .current_ns()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits for the current write to finish and blocks new ones until the
+    /// guard is dropped.
+    pub async fn pause_writes(&self) -> WritesPaused<'_> {
+        WritesPaused(self.writer.lock().await)
+    }
+
+    /// Every stored row as the messages a live append would have produced
+    /// (same watermark per row), for backfilling a new view or rebuilding
+    /// views on start.
+    pub fn history(&self) -> Result<Vec<Message>> {
+        let mut tracker = self.watermark.as_ref().map(|tracker| {
+            tracker
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .restarted()
+        });
+        let mut messages = Vec::new();
+        for batch in self.snapshot() {
+            messages.extend(source_messages(batch, tracker.as_mut())?);
+        }
+        Ok(messages)
     }
 
     pub fn row_count(&self) -> usize {
@@ -204,17 +248,25 @@ impl TableLog {
             sequence += 1;
             offset += length;
         }
+        let mut tracker = self
+            .watermark
+            .as_ref()
+            .map(|tracker| tracker.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        let messages = source_messages(combined.clone(), tracker.as_mut())?;
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.commit(write))
-            .await
-            .map_err(|error| WeirError::internal(format!("commit task failed: {error}")))??;
+        let observer = self.observer.clone();
+        let name = self.name.clone();
+        tokio::task::spawn_blocking(move || {
+            commit_with_views(&*store, write, observer, &name, messages)
+        })
+        .await
+        .map_err(|error| WeirError::internal(format!("commit task failed: {error}")))??;
         writer.next_sequence = sequence;
         for (index, keys) in writer.unique.iter_mut().zip(new_keys) {
             index.insert(keys);
         }
-        if let Some(tracker) = &self.watermark {
-            let mut tracker = tracker.lock().unwrap_or_else(|p| p.into_inner());
-            tracker.advance(&combined)?;
+        if let (Some(current), Some(next)) = (&self.watermark, tracker) {
+            *current.lock().unwrap_or_else(|p| p.into_inner()) = next;
         }
         if let Ok(mut rows) = self.rows.write() {
             rows.push(combined);
@@ -232,6 +284,24 @@ impl TableLog {
             })
             .collect()
     }
+}
+
+/// Runs the write through the views reading the table, then commits rows
+/// and view changes in one atomic, durable batch.
+fn commit_with_views(
+    store: &dyn StateStore,
+    mut write: WriteBatch,
+    observer: Option<Arc<dyn AppendObserver>>,
+    table: &str,
+    messages: Vec<Message>,
+) -> Result<()> {
+    let Some(observer) = observer else {
+        return store.commit(write);
+    };
+    write.extend(observer.on_append(table, messages)?);
+    store
+        .commit(write)
+        .inspect_err(|_| observer.on_commit_failed())
 }
 
 fn sequence_of(stored_key: &[u8]) -> u64 {
@@ -393,6 +463,7 @@ mod tests {
             &Constraints::default(),
             None,
             store.clone(),
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -403,7 +474,7 @@ mod tests {
         assert_eq!(log.append(vec![]).await.unwrap(), 0);
 
         let reopened =
-            TableLog::open(7, "t", schema(), &Constraints::default(), None, store).unwrap();
+            TableLog::open(7, "t", schema(), &Constraints::default(), None, store, None).unwrap();
         assert_eq!(reopened.row_count(), 3);
         let ids: Vec<i64> = reopened
             .snapshot()
@@ -437,6 +508,7 @@ mod tests {
             &Constraints::default(),
             None,
             store.clone(),
+            None,
         )
         .unwrap();
         let count = ROWS_PER_ENTRY + 10;
@@ -445,7 +517,7 @@ mod tests {
         log.append(vec![batch(&ids, &names)]).await.unwrap();
         assert_eq!(store.scan_prefix(&rows_prefix(1)).unwrap().len(), 2);
         assert_eq!(
-            TableLog::open(1, "t", schema(), &Constraints::default(), None, store)
+            TableLog::open(1, "t", schema(), &Constraints::default(), None, store, None)
                 .unwrap()
                 .row_count(),
             count

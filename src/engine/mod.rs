@@ -2,6 +2,7 @@
 //! DataFusion context. Opening an engine recovers every stored relation.
 
 mod ddl;
+mod materialized;
 pub mod sql_types;
 mod watermark;
 
@@ -17,10 +18,13 @@ use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::setup_pg_catalog;
 
 use crate::catalog::system::{WatermarksTable, SYSTEM_SCHEMA_NAME};
+use crate::catalog::table::AppendObserver;
 use crate::catalog::{Catalog, DATABASE_NAME, SCHEMA_NAME};
 use crate::error::{Result, WeirError};
 use crate::sql;
+use crate::sql::streaming::window_function::{WindowFunction, WINDOW_FUNCTION_NAME};
 use crate::state::{SledStore, StateStore};
+use crate::stream::dataflow::SharedDataflow;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
 
 pub use ddl::{relation_name, CommandDone, Notice};
@@ -29,6 +33,8 @@ pub struct Engine {
     context: SessionContext,
     catalog: Arc<Catalog>,
     data_directory: PathBuf,
+    dataflow: SharedDataflow,
+    view_streams: materialized::ViewStreams,
 }
 
 impl Engine {
@@ -46,12 +52,20 @@ impl Engine {
             .catalog(DATABASE_NAME)
             .and_then(|catalog| catalog.schema(SCHEMA_NAME))
             .ok_or_else(|| WeirError::internal("the default schema is missing"))?;
-        let catalog = Arc::new(Catalog::open(store, schema)?);
+        context.register_udtf(
+            WINDOW_FUNCTION_NAME,
+            Arc::new(WindowFunction::new(schema.clone())),
+        );
+        let dataflow = SharedDataflow::default();
+        let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
+        let catalog = Arc::new(Catalog::open(store, schema, Some(observer))?);
         register_system_tables(&context, &catalog)?;
         let engine = Engine {
             context,
             catalog,
             data_directory: data_directory.to_path_buf(),
+            dataflow,
+            view_streams: Default::default(),
         };
         engine.recover().await?;
         Ok(Arc::new(engine))
@@ -88,6 +102,18 @@ impl Engine {
             let statement = match sql::parse(&definition.sql)?.pop() {
                 Some(sql::Statement::Standard(statement)) => statement,
                 Some(sql::Statement::CreateTable { statement, .. }) => statement,
+                Some(sql::Statement::CreateMaterializedView(view)) => {
+                    let name = definition.name.clone();
+                    self.restore_materialized_view(definition, &view)
+                        .await
+                        .map_err(|error| {
+                            WeirError::internal(format!(
+                                "cannot restore materialized view {name}: {}",
+                                error.message
+                            ))
+                        })?;
+                    continue;
+                }
                 Some(sql::Statement::Flush) | None => {
                     return Err(WeirError::internal(format!(
                         "stored definition of {} is not a CREATE statement",
@@ -105,6 +131,7 @@ impl Engine {
             })?;
             self.restore(definition, plan)?;
         }
+        self.replay_views()?;
         let relations = self.catalog.definitions().len();
         tracing::info!(relations, "catalog recovered");
         Ok(())
@@ -133,6 +160,14 @@ fn new_context() -> Result<SessionContext> {
     // TIMESTAMPTZ columns and now() are UTC unless a session sets TimeZone.
     config.options_mut().execution.time_zone = Some("+00:00".to_string());
     let context = SessionContext::new_with_config(config);
+    // RisingWave's and Flink's name for DataFusion's HyperLogLog aggregate.
+    let approx = datafusion::functions_aggregate::approx_distinct::approx_distinct_udaf();
+    context.register_udaf(
+        approx
+            .as_ref()
+            .clone()
+            .with_aliases(["approx_count_distinct"]),
+    );
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     Ok(context)

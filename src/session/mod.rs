@@ -68,6 +68,8 @@ impl Prepared {
 pub enum Action {
     Plan(Box<LogicalPlan>),
     Utility(Utility),
+    /// `[EXPLAIN] CREATE MATERIALIZED VIEW`, planned when executed.
+    MaterializedView(Box<sql::MaterializedView>),
 }
 
 pub enum Outcome {
@@ -131,6 +133,24 @@ impl Session {
                 text,
                 options,
             } => (statement, text, Some(options)),
+            sql::Statement::CreateMaterializedView(view) => {
+                let fields = if view.explain {
+                    vec![datafusion::arrow::datatypes::Field::new(
+                        "QUERY PLAN",
+                        DataType::Utf8,
+                        false,
+                    )]
+                } else {
+                    Vec::new()
+                };
+                return Ok(Prepared {
+                    sql: view.text.clone(),
+                    action: Action::MaterializedView(view),
+                    parameter_types: Vec::new(),
+                    result_schema: Arc::new(Schema::new(fields)),
+                    stream_options: None,
+                });
+            }
         };
         if let Some(utility) = utility::classify(&statement)? {
             return Ok(Prepared::utility(sql, utility));
@@ -164,6 +184,7 @@ impl Session {
     ) -> Result<Outcome> {
         match &prepared.action {
             Action::Utility(utility) => self.execute_utility(utility),
+            Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
             Action::Plan(plan) => {
                 let plan = match parameters {
                     Some(values) if !prepared.parameter_types.is_empty() => {
@@ -210,6 +231,24 @@ impl Session {
         }
     }
 
+    async fn execute_materialized_view(
+        &self,
+        view: &sql::MaterializedView,
+        prepared: &Prepared,
+    ) -> Result<Outcome> {
+        let state = self.state()?;
+        if view.explain {
+            let lines = self.engine.explain_materialized_view(&state, view).await?;
+            return rows(
+                prepared.result_schema.clone(),
+                lines.into_iter().map(|line| vec![line]).collect(),
+            );
+        }
+        Ok(Outcome::Done(
+            self.engine.create_materialized_view(&state, view).await?,
+        ))
+    }
+
     async fn execute_dml(&self, state: &SessionState, dml: DmlStatement) -> Result<Outcome> {
         if !matches!(dml.op, WriteOp::Insert(_)) {
             return Err(
@@ -218,7 +257,13 @@ impl Session {
             );
         }
         let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
-        let batches = collect(physical, state.task_ctx()).await?;
+        let batches = match collect(physical, state.task_ctx()).await {
+            Ok(batches) => batches,
+            Err(error) => {
+                self.engine.repair_views().await?;
+                return Err(error.into());
+            }
+        };
         let rows = count_of(&batches);
         self.note_write(rows);
         Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
@@ -273,6 +318,27 @@ impl Session {
                 let mut names: Vec<_> = names.collect();
                 names.sort();
                 rows(schema, names)
+            }
+            Utility::ShowMaterializedViews => {
+                let mut names: Vec<_> = self
+                    .engine
+                    .catalog()
+                    .definitions()
+                    .into_iter()
+                    .filter(|definition| {
+                        definition.kind == crate::catalog::RelationKind::MaterializedView
+                    })
+                    .map(|definition| vec![definition.name])
+                    .collect();
+                names.sort();
+                rows(schema, names)
+            }
+            Utility::DropMaterializedView { names, if_exists } => {
+                let mut done = CommandDone::new("DROP MATERIALIZED VIEW");
+                for name in names {
+                    done = self.engine.drop_materialized_view(name, *if_exists)?;
+                }
+                Ok(Outcome::Done(done))
             }
             Utility::CopyFrom {
                 table,
@@ -362,7 +428,13 @@ impl Session {
         })?;
         let batch = pg_copy::decode(text, &copy.options, &copy.columns)?;
         let batch = pg_copy::widen(&batch, &copy.table.schema())?;
-        let rows = copy.table.append(vec![batch]).await?;
+        let rows = match copy.table.append(vec![batch]).await {
+            Ok(rows) => rows,
+            Err(error) => {
+                self.engine.repair_views().await?;
+                return Err(error);
+            }
+        };
         self.note_write(rows);
         Ok(CommandDone::new("COPY").with_rows(rows))
     }

@@ -29,6 +29,11 @@ pub enum Utility {
     },
     ShowAll,
     ShowTables,
+    ShowMaterializedViews,
+    DropMaterializedView {
+        names: Vec<String>,
+        if_exists: bool,
+    },
     ShowCreate {
         name: String,
     },
@@ -47,7 +52,7 @@ impl Utility {
         let fields = match self {
             Utility::Show { name } => vec![text(name)],
             Utility::ShowAll => vec![text("name"), text("setting")],
-            Utility::ShowTables => vec![text("Name")],
+            Utility::ShowTables | Utility::ShowMaterializedViews => vec![text("Name")],
             Utility::ShowCreate { .. } => vec![text("Name"), text("Create Sql")],
             _ => vec![],
         };
@@ -69,6 +74,31 @@ pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
         ast::Statement::Set(set) => classify_set(set)?,
         ast::Statement::ShowVariable { variable } => classify_show(variable),
         ast::Statement::ShowTables { .. } => Utility::ShowTables,
+        ast::Statement::ShowViews {
+            materialized: true, ..
+        } => Utility::ShowMaterializedViews,
+        ast::Statement::Drop {
+            object_type: ast::ObjectType::MaterializedView,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => {
+            if *cascade {
+                return Err(WeirError::unsupported("DROP ... CASCADE is not supported")
+                    .with_hint("Drop the views that depend on it first."));
+            }
+            Utility::DropMaterializedView {
+                names: names
+                    .iter()
+                    .map(|name| match name.0.as_slice() {
+                        [.., last] => normalize_identifier(&last.to_string()),
+                        [] => String::new(),
+                    })
+                    .collect(),
+                if_exists: *if_exists,
+            }
+        }
         ast::Statement::ShowCreate { obj_name, .. } => Utility::ShowCreate {
             name: match obj_name.0.as_slice() {
                 [.., last] => normalize_identifier(&last.to_string()),
@@ -134,6 +164,7 @@ fn classify_show(variable: &[ast::Ident]) -> Utility {
     let name = match words.join(" ").as_str() {
         "all" => return Utility::ShowAll,
         "tables" => return Utility::ShowTables,
+        "materialized views" => return Utility::ShowMaterializedViews,
         "time zone" => "timezone".to_string(),
         "transaction isolation level" => "transaction_isolation".to_string(),
         _ => words.join("."),

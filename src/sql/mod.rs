@@ -5,11 +5,14 @@
 
 mod interval;
 mod limits;
+pub mod materialized;
 mod output_names;
 mod parser;
 mod stream_ddl;
+pub mod streaming;
 mod windows;
 
+pub use materialized::MaterializedView;
 pub use output_names::output_names;
 pub use parser::{parse, Statement};
 pub use stream_ddl::{StreamOptions, WatermarkClause};

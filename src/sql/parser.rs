@@ -21,6 +21,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 
+use super::materialized::{self, MaterializedView};
 use super::stream_ddl::{self, StreamOptions};
 use super::windows;
 use crate::error::{Result, WeirError};
@@ -39,6 +40,8 @@ pub enum Statement {
         text: String,
         options: StreamOptions,
     },
+    /// `[EXPLAIN] CREATE MATERIALIZED VIEW ... [EMIT ON WINDOW CLOSE]`.
+    CreateMaterializedView(Box<MaterializedView>),
 }
 
 static COMPATIBILITY: LazyLock<PostgresCompatibilityParser> =
@@ -105,6 +108,20 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         return Ok(Statement::Flush);
     }
     let tokens = windows::normalize_flink_spelling(tokens)?;
+    if let Some((explain, create, emit)) = materialized::split(&tokens) {
+        let text = render(&create);
+        let statement = parse_tokens(create)?;
+        super::limits::check_nesting(&statement)?;
+        materialized::check(&statement)?;
+        return Ok(Statement::CreateMaterializedView(Box::new(
+            MaterializedView {
+                statement: windows::rewrite_streaming(statement)?,
+                text,
+                emit,
+                explain,
+            },
+        )));
+    }
     let (tokens, options) = stream_ddl::extract(tokens)?;
     let statement = if is_catalog_query(&tokens) {
         let mut statements = COMPATIBILITY.parse(&render(&tokens))?;

@@ -129,15 +129,27 @@ fn mark_arguments(tokens: &[TokenWithSpan], open: usize, drop: &mut [bool]) -> R
 }
 
 /// Replaces window function calls in FROM by the subqueries they stand for.
-pub fn rewrite(mut statement: ast::Statement) -> Result<ast::Statement> {
-    let mut rewriter = WindowRewriter;
+pub fn rewrite(statement: ast::Statement) -> Result<ast::Statement> {
+    rewrite_with(statement, false)
+}
+
+/// For a materialized view: window calls become the internal table
+/// function the streaming planner recognises (sql::streaming).
+pub fn rewrite_streaming(statement: ast::Statement) -> Result<ast::Statement> {
+    rewrite_with(statement, true)
+}
+
+fn rewrite_with(mut statement: ast::Statement, streaming: bool) -> Result<ast::Statement> {
+    let mut rewriter = WindowRewriter { streaming };
     match statement.visit(&mut rewriter) {
         ControlFlow::Continue(()) => Ok(statement),
         ControlFlow::Break(error) => Err(error),
     }
 }
 
-struct WindowRewriter;
+struct WindowRewriter {
+    streaming: bool,
+}
 
 impl VisitorMut for WindowRewriter {
     type Break = WeirError;
@@ -156,7 +168,12 @@ impl VisitorMut for WindowRewriter {
         if !WINDOW_FUNCTIONS.contains(&function.as_str()) {
             return ControlFlow::Continue(());
         }
-        match window_subquery(&function, &args.args, alias.take()) {
+        let rewritten = if self.streaming {
+            window_call(&function, &args.args, alias.take())
+        } else {
+            window_subquery(&function, &args.args, alias.take())
+        };
+        match rewritten {
             Ok(derived) => {
                 *factor = derived;
                 ControlFlow::Continue(())
@@ -166,11 +183,17 @@ impl VisitorMut for WindowRewriter {
     }
 }
 
-fn window_subquery(
-    function: &str,
-    args: &[FunctionArg],
-    alias: Option<TableAlias>,
-) -> Result<TableFactor> {
+/// The checked arguments of a window call.
+struct WindowArguments<'a> {
+    arguments: Vec<&'a Expr>,
+    /// Where the offset argument would be (3 for TUMBLE, 4 for HOP).
+    minimum: usize,
+    usage: &'static str,
+    /// Slide and size (just size for TUMBLE), in nanoseconds.
+    lengths: Vec<i128>,
+}
+
+fn window_arguments<'a>(function: &str, args: &'a [FunctionArg]) -> Result<WindowArguments<'a>> {
     let arguments: Vec<&Expr> = args
         .iter()
         .map(|arg| match arg {
@@ -197,8 +220,117 @@ fn window_subquery(
                 .with_hint(format!("Use {usage}.")),
         );
     }
-    check_sizes(function, &arguments[2..minimum], usage)?;
-    let (input, default_alias) = window_input(arguments[0], function)?;
+    let lengths = check_sizes(function, &arguments[2..minimum], usage)?;
+    Ok(WindowArguments {
+        arguments,
+        minimum,
+        usage,
+        lengths,
+    })
+}
+
+fn default_alias(alias: Option<TableAlias>, name: String) -> Option<TableAlias> {
+    Some(alias.unwrap_or_else(|| TableAlias {
+        name: Ident::new(name),
+        columns: Vec::new(),
+        explicit: true,
+        at: None,
+    }))
+}
+
+fn parse_from(sql: &str) -> Result<ast::Query> {
+    Ok(*Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut parser| parser.parse_query())
+        .map_err(WeirError::from)?)
+}
+
+/// `__weir_window('TUMBLE', 'input', 'time', size_ns, slide_ns, offset_ns)`.
+fn window_call(
+    function: &str,
+    args: &[FunctionArg],
+    alias: Option<TableAlias>,
+) -> Result<TableFactor> {
+    let WindowArguments {
+        arguments,
+        minimum,
+        usage,
+        lengths,
+    } = window_arguments(function, args)?;
+    let input = match arguments[0] {
+        Expr::Identifier(ident) => ident.clone(),
+        Expr::CompoundIdentifier(parts) => parts.last().cloned().unwrap_or_else(|| Ident::new("")),
+        _ => {
+            return Err(WeirError::unsupported(format!(
+                "{function} over a subquery is not supported in a materialized view"
+            ))
+            .with_hint("Create a view or materialized view for the subquery and window that."))
+        }
+    };
+    let time = match arguments[1] {
+        Expr::Identifier(ident) => ident.clone(),
+        Expr::CompoundIdentifier(parts) => parts.last().cloned().unwrap_or_else(|| Ident::new("")),
+        other => {
+            return Err(WeirError::syntax(format!(
+                "{function}: the time column must be a column name, not {other}"
+            ))
+            .with_hint(format!("Use {usage}.")))
+        }
+    };
+    let offset = match arguments.get(minimum) {
+        Some(offset) => super::interval::interval_nanoseconds(offset).ok_or_else(|| {
+            WeirError::unsupported(format!(
+                "{function}: offset {offset} must be a constant interval"
+            ))
+            .with_hint(format!("Use {usage}."))
+        })?,
+        None => 0,
+    };
+    let (slide, size) = match lengths[..] {
+        [size] => (size, size),
+        [slide, size] => (slide, size),
+        _ => return Err(WeirError::internal("window lengths")),
+    };
+    let name = |ident: &Ident| match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_ascii_lowercase(),
+    };
+    let quoted = |text: String| format!("'{}'", text.replace('\'', "''"));
+    let sql = format!(
+        "SELECT * FROM {}({}, {}, {}, {size}, {slide}, {offset})",
+        crate::sql::streaming::window_function::WINDOW_FUNCTION_NAME,
+        quoted(function.to_string()),
+        quoted(name(&input)),
+        quoted(name(&time)),
+    );
+    let query = parse_from(&sql)?;
+    let ast::SetExpr::Select(select) = *query.body else {
+        return Err(WeirError::internal("window call did not parse as a SELECT"));
+    };
+    let mut factor = select
+        .from
+        .into_iter()
+        .next()
+        .map(|table| table.relation)
+        .ok_or_else(|| WeirError::internal("window call has no FROM"))?;
+    if let TableFactor::Table { alias: slot, .. } = &mut factor {
+        *slot = default_alias(alias, name(&input));
+    }
+    Ok(factor)
+}
+
+fn window_subquery(
+    function: &str,
+    args: &[FunctionArg],
+    alias: Option<TableAlias>,
+) -> Result<TableFactor> {
+    let WindowArguments {
+        arguments,
+        minimum,
+        usage,
+        ..
+    } = window_arguments(function, args)?;
+    let (input, default_name) = window_input(arguments[0], function)?;
     let time = match arguments[1] {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => arguments[1].to_string(),
         other => {
@@ -227,20 +359,10 @@ fn window_subquery(
              date_bin({slide}, {time}, {origin}) + {slide}, {slide})) AS window_start FROM {input}) AS __hop_windows"
         )
     };
-    let subquery = Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(&sql)
-        .and_then(|mut parser| parser.parse_query())
-        .map_err(WeirError::from)?;
-    let alias = alias.unwrap_or_else(|| TableAlias {
-        name: Ident::new(default_alias),
-        columns: Vec::new(),
-        explicit: true,
-        at: None,
-    });
     Ok(TableFactor::Derived {
         lateral: false,
-        subquery,
-        alias: Some(alias),
+        subquery: Box::new(parse_from(&sql)?),
+        alias: default_alias(alias, default_name),
         sample: None,
     })
 }
@@ -250,7 +372,7 @@ const MAX_WINDOWS_PER_ROW: i128 = 10_000;
 
 /// Window sizes must be positive constant intervals, and a HOP must not put
 /// a row into an unbounded number of windows.
-fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<()> {
+fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<Vec<i128>> {
     let lengths = sizes
         .iter()
         .map(|size| match super::interval::interval_nanoseconds(size) {
@@ -279,7 +401,7 @@ fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<()> {
             .with_hint("Use a larger slide or a smaller size."));
         }
     }
-    Ok(())
+    Ok(lengths)
 }
 
 /// The FROM text for the window's input and the alias the result gets by

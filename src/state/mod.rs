@@ -48,6 +48,11 @@ impl WriteBatch {
         self.operations.is_empty()
     }
 
+    /// Appends `other`'s changes after this batch's own.
+    pub fn extend(&mut self, other: WriteBatch) {
+        self.operations.extend(other.operations);
+    }
+
     /// Bytes of keys and values this batch writes.
     pub fn size_bytes(&self) -> usize {
         self.operations

@@ -1,8 +1,36 @@
-//! The streaming runtime's time semantics. Today: the event-time watermark
-//! every watermarked table maintains. The operators, messages
-//! (`Batch` / `Watermark` / `Barrier`) and runtime of materialized views are
-//! built on it next (see docs/architecture.md).
+//! The streaming runtime: messages (`Batch` / `Watermark` / `Barrier`), the
+//! `Operator` trait, the operators, and the `Dataflow` that pushes every
+//! write to a table through the views that depend on it before the write
+//! is acknowledged (read-your-writes).
 
+pub mod dataflow;
+pub mod message;
+pub mod operator;
+pub mod operators;
 pub mod watermark;
 
+pub use dataflow::Dataflow;
+pub use message::{Chunk, Message};
+pub use operator::Operator;
 pub use watermark::WatermarkTracker;
+
+use serde::{Deserialize, Serialize};
+
+/// When a view's rows appear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum EmitMode {
+    /// Partial results are visible and corrected as rows arrive.
+    #[default]
+    OnUpdate,
+    /// A window's row appears once, final, when the watermark passes its end.
+    OnWindowClose,
+}
+
+impl EmitMode {
+    pub fn describe(self) -> &'static str {
+        match self {
+            EmitMode::OnUpdate => "on update",
+            EmitMode::OnWindowClose => "on window close",
+        }
+    }
+}

@@ -26,6 +26,19 @@ impl WatermarkTracker {
         }
     }
 
+    /// The same watermark definition with no rows seen yet.
+    pub fn restarted(&self) -> Self {
+        WatermarkTracker::new_ns(self.column, self.delay_ns)
+    }
+
+    fn new_ns(column: usize, delay_ns: i64) -> Self {
+        WatermarkTracker {
+            column,
+            delay_ns,
+            max_event_ns: None,
+        }
+    }
+
     /// The current watermark in nanoseconds; None before the first row.
     pub fn current_ns(&self) -> Option<i64> {
         self.max_event_ns

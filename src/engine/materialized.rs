@@ -1,0 +1,334 @@
+//! CREATE / DROP / EXPLAIN of materialized views, and bringing their
+//! pipelines back on start: DataFusion plans the query, `sql::streaming`
+//! turns it into stream nodes, the `Dataflow` runs them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use datafusion::catalog::TableProvider;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::Statement as DataFusionStatement;
+use datafusion::sql::sqlparser::ast;
+
+use super::{CommandDone, Engine, Notice};
+use crate::catalog::view_result::ViewResult;
+use crate::catalog::{RelationDefinition, RelationKind};
+use crate::error::{Result, WeirError};
+use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
+use crate::sql::MaterializedView;
+use crate::stream::dataflow::ViewPipeline;
+use crate::stream::{Chunk, Message};
+
+/// The change streams of materialized views, for the views that read them.
+pub(super) type ViewStreams = Mutex<HashMap<String, StreamInfo>>;
+
+struct EngineSources<'a> {
+    engine: &'a Engine,
+    state: &'a SessionState,
+}
+
+impl Sources for EngineSources<'_> {
+    fn stream(&self, name: &str) -> Option<StreamInfo> {
+        let definition = self.engine.catalog.get(name)?;
+        match definition.kind {
+            RelationKind::Table => Some(StreamInfo {
+                watermark: definition
+                    .stream
+                    .and_then(|stream| stream.watermark)
+                    .map(|watermark| watermark.column),
+                updating: false,
+            }),
+            RelationKind::MaterializedView => self.engine.view_streams().get(name).cloned(),
+            RelationKind::View => None,
+        }
+    }
+
+    fn provider(&self, name: &str) -> Result<Arc<dyn TableProvider>> {
+        self.engine
+            .catalog
+            .provider(name)
+            .ok_or_else(|| WeirError::undefined_table(name))
+    }
+
+    fn analyze(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+        Ok(self
+            .state
+            .analyzer()
+            .execute_and_check(plan, self.state.config_options(), |_, _| {})?)
+    }
+}
+
+impl Engine {
+    fn view_streams(&self) -> std::sync::MutexGuard<'_, HashMap<String, StreamInfo>> {
+        self.view_streams
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Plans the view's query as a stream; returns its name and plan.
+    async fn stream_plan(
+        &self,
+        state: &SessionState,
+        view: &MaterializedView,
+    ) -> Result<(String, StreamPlan)> {
+        let ast::Statement::CreateView(create) = &view.statement else {
+            return Err(WeirError::internal("not a CREATE MATERIALIZED VIEW"));
+        };
+        let name = view_name(&create.name)?;
+        let query = ast::Statement::Query(create.query.clone());
+        let plan = state
+            .statement_to_plan(DataFusionStatement::Statement(Box::new(query.clone())))
+            .await?;
+        let sources = EngineSources {
+            engine: self,
+            state,
+        };
+        let analyzed = sources.analyze(plan)?;
+        let mut stream = streaming::plan(&analyzed, view.emit, &sources, state.execution_props())?;
+        stream.schema = output_schema(&stream, &query)?;
+        Ok((name, stream))
+    }
+
+    pub async fn explain_materialized_view(
+        &self,
+        state: &SessionState,
+        view: &MaterializedView,
+    ) -> Result<Vec<String>> {
+        let (name, plan) = self.stream_plan(state, view).await?;
+        Ok(plan.explain(&name))
+    }
+
+    pub async fn create_materialized_view(
+        &self,
+        state: &SessionState,
+        view: &MaterializedView,
+    ) -> Result<CommandDone> {
+        if let ast::Statement::CreateView(create) = &view.statement {
+            let name = view_name(&create.name)?;
+            if create.if_not_exists && self.catalog.get(&name).is_some() {
+                return Ok(
+                    CommandDone::new("CREATE MATERIALIZED VIEW").with_notice(Notice::info(
+                        &format!("relation \"{name}\" already exists, skipping"),
+                    )),
+                );
+            }
+        }
+        let (name, plan) = self.stream_plan(state, view).await?;
+        let (definition, result) = self.catalog.new_materialized_view(
+            &name,
+            &view.text,
+            plan.reads.clone(),
+            plan.schema.clone(),
+        )?;
+        let input = plan.input.clone();
+        let output = plan.output.clone();
+        let pipeline = pipeline(&name, plan, result.clone())?;
+        // A table's history is read with its writes paused; a view's under
+        // the dataflow lock (views change only under it).
+        let table = self.catalog.table(&input);
+        let paused = match &table {
+            Some(log) => Some(log.pause_writes().await),
+            None => None,
+        };
+        let table_history = table.as_ref().map(|log| log.history()).transpose()?;
+        let dataflow = self.dataflow.clone();
+        let catalog = self.catalog.clone();
+        let view_name = name.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut flow = dataflow.lock();
+            if flow.is_broken() {
+                return Err(WeirError::new(
+                    "40001",
+                    "materialized views are being rebuilt after a failed write",
+                )
+                .with_hint("Retry the statement."));
+            }
+            let history = match table_history {
+                Some(history) => history,
+                None => view_history(catalog.view_result(&input))?,
+            };
+            flow.add_view(definition.id, pipeline);
+            let outcome = flow
+                .push_to(Some(&view_name), &input, history)
+                .and_then(|writes| catalog.commit_materialized_view(definition, result, writes));
+            if outcome.is_err() {
+                flow.remove_failed_view(&view_name);
+            }
+            outcome
+        })
+        .await
+        .map_err(|error| WeirError::internal(format!("backfill task failed: {error}")))??;
+        drop(paused);
+        self.view_streams().insert(name, output);
+        Ok(CommandDone::new("CREATE MATERIALIZED VIEW"))
+    }
+
+    pub fn drop_materialized_view(&self, name: &str, if_exists: bool) -> Result<CommandDone> {
+        let tag = "DROP MATERIALIZED VIEW";
+        match self.catalog.get(name) {
+            None if if_exists => {
+                return Ok(CommandDone::new(tag).with_notice(Notice::info(&format!(
+                    "materialized view \"{name}\" does not exist, skipping"
+                ))))
+            }
+            None => return Err(WeirError::undefined_table(name)),
+            Some(_) => {}
+        }
+        // Under the dataflow lock, so no write is applying changes to it.
+        let mut flow = self.dataflow.lock();
+        self.catalog
+            .drop_relation(name, RelationKind::MaterializedView)?;
+        flow.remove_view(name);
+        drop(flow);
+        self.view_streams().remove(name);
+        Ok(CommandDone::new(tag))
+    }
+
+    /// Re-plans a stored materialized view and starts its pipeline with its
+    /// stored rows; `replay_views` then rebuilds operator state.
+    pub(super) async fn restore_materialized_view(
+        &self,
+        definition: RelationDefinition,
+        view: &MaterializedView,
+    ) -> Result<()> {
+        let state = self.state();
+        let (name, plan) = self.stream_plan(&state, view).await?;
+        let id = definition.id;
+        let result = self
+            .catalog
+            .restore_materialized_view(definition, plan.schema.clone())?;
+        let output = plan.output.clone();
+        let pipeline = pipeline(&name, plan, result)?;
+        self.dataflow.lock().add_view(id, pipeline);
+        self.view_streams().insert(name, output);
+        Ok(())
+    }
+
+    /// Rebuilds every view's operator state by replaying the tables' logs
+    /// (their stored rows are already current, so they are not rewritten).
+    pub(super) fn replay_views(&self) -> Result<()> {
+        let mut flow = self.dataflow.lock();
+        flow.set_replaying(true);
+        let outcome = self
+            .catalog
+            .definitions()
+            .into_iter()
+            .filter(|definition| definition.kind == RelationKind::Table)
+            .try_for_each(|definition| {
+                if !flow.has_readers(&definition.name) {
+                    return Ok(());
+                }
+                let Some(log) = self.catalog.table(&definition.name) else {
+                    return Ok(());
+                };
+                flow.push(&definition.name, log.history()?).map(|_| ())
+            });
+        flow.set_replaying(false);
+        outcome
+    }
+
+    /// After a write failed part-way through the views, brings every view
+    /// back to its committed rows and rebuilds its state.
+    pub async fn repair_views(&self) -> Result<()> {
+        if !self.dataflow.lock().is_broken() {
+            return Ok(());
+        }
+        tracing::warn!("rebuilding materialized views after a failed write");
+        self.dataflow.lock().clear_views();
+        for definition in self.catalog.definitions() {
+            if definition.kind != RelationKind::MaterializedView {
+                continue;
+            }
+            let Some(crate::sql::Statement::CreateMaterializedView(view)) =
+                crate::sql::parse(&definition.sql)?.pop()
+            else {
+                return Err(WeirError::internal(
+                    "stored view is not CREATE MATERIALIZED VIEW",
+                ));
+            };
+            self.restore_materialized_view(definition, &view).await?;
+        }
+        self.replay_views()?;
+        self.dataflow.lock().set_repaired();
+        Ok(())
+    }
+}
+
+fn pipeline(name: &str, plan: StreamPlan, result: Arc<ViewResult>) -> Result<ViewPipeline> {
+    let late_rows = result.late_rows.clone();
+    let operators = plan
+        .nodes
+        .into_iter()
+        .map(|node| node.operator(&late_rows))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ViewPipeline::new(name, vec![plan.input], operators, result))
+}
+
+/// A materialized view's current rows as the messages a new reader starts from.
+fn view_history(result: Option<Arc<ViewResult>>) -> Result<Vec<Message>> {
+    let result = result.ok_or_else(|| WeirError::internal("view input is missing"))?;
+    let mut messages = vec![Message::batch(Chunk::inserts(result.snapshot()?))];
+    if let Some(watermark) = result.watermark_ns() {
+        messages.push(Message::Watermark(watermark));
+    }
+    Ok(messages)
+}
+
+fn view_name(name: &ast::ObjectName) -> Result<String> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|part| {
+            let text = part.to_string();
+            match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+                Some(quoted) => quoted.replace("\"\"", "\""),
+                None => text.to_ascii_lowercase(),
+            }
+        })
+        .collect();
+    let reference = match parts.as_slice() {
+        [table] => datafusion::common::TableReference::bare(table.as_str()),
+        [schema, table] => {
+            datafusion::common::TableReference::partial(schema.as_str(), table.as_str())
+        }
+        _ => datafusion::common::TableReference::bare(name.to_string()),
+    };
+    super::relation_name(&reference)
+}
+
+/// The view's columns with the names Postgres would give them; two columns
+/// with one name are an error, as in Postgres.
+fn output_schema(
+    plan: &StreamPlan,
+    query: &ast::Statement,
+) -> Result<datafusion::arrow::datatypes::SchemaRef> {
+    let schema = plan.schema.as_ref();
+    let fields: Vec<_> = match crate::sql::output_names(query)
+        .filter(|names| names.len() == schema.fields().len())
+    {
+        Some(names) => schema
+            .fields()
+            .iter()
+            .zip(names)
+            .map(|(field, name)| match name {
+                Some(name) => field.as_ref().clone().with_name(name),
+                None => field.as_ref().clone(),
+            })
+            .collect(),
+        None => schema.fields().iter().map(|f| f.as_ref().clone()).collect(),
+    };
+    for (index, field) in fields.iter().enumerate() {
+        if fields[..index]
+            .iter()
+            .any(|other| other.name() == field.name())
+        {
+            return Err(WeirError::new(
+                "42701",
+                format!("column \"{}\" specified more than once", field.name()),
+            )
+            .with_hint("Give the columns distinct names with AS."));
+        }
+    }
+    Ok(Arc::new(datafusion::arrow::datatypes::Schema::new(fields)))
+}

@@ -1,0 +1,131 @@
+//! `[EXPLAIN] CREATE MATERIALIZED VIEW name AS query [EMIT ON WINDOW CLOSE]`:
+//! the EXPLAIN prefix and the EMIT suffix are taken off the tokens before
+//! sqlparser parses the CREATE; window functions in the query are rewritten
+//! for the streaming planner.
+
+use datafusion::sql::sqlparser::ast;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use crate::error::{Result, WeirError};
+use crate::stream::EmitMode;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaterializedView {
+    /// sqlparser's CREATE MATERIALIZED VIEW (a `CreateView`).
+    pub statement: ast::Statement,
+    /// The CREATE statement as written (without EXPLAIN), for the catalog.
+    pub text: String,
+    pub emit: EmitMode,
+    pub explain: bool,
+}
+
+fn is_word(token: &Token, keyword: &str) -> bool {
+    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
+}
+
+fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
+    tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// The statement's tokens split into (explain, CREATE tokens, emit) when it
+/// creates a materialized view; None otherwise.
+pub fn split(tokens: &[TokenWithSpan]) -> Option<(bool, Vec<TokenWithSpan>, EmitMode)> {
+    let positions = significant(tokens);
+    let word = |position: usize| positions.get(position).map(|&i| &tokens[i].token);
+    let explain = word(0).is_some_and(|t| is_word(t, "EXPLAIN"));
+    let start = usize::from(explain);
+    let mut next = start + 1;
+    if !word(start).is_some_and(|t| is_word(t, "CREATE")) {
+        return None;
+    }
+    if word(next).is_some_and(|t| is_word(t, "OR")) {
+        next += 2;
+    }
+    if !(word(next).is_some_and(|t| is_word(t, "MATERIALIZED"))
+        && word(next + 1).is_some_and(|t| is_word(t, "VIEW")))
+    {
+        return None;
+    }
+    let count = positions.len();
+    let emits_on_close = count >= 4
+        && ["EMIT", "ON", "WINDOW", "CLOSE"]
+            .iter()
+            .enumerate()
+            .all(|(offset, keyword)| {
+                is_word(&tokens[positions[count - 4 + offset]].token, keyword)
+            });
+    let first = positions[start];
+    let end = if emits_on_close {
+        positions[count - 4]
+    } else {
+        tokens.len()
+    };
+    let emit = if emits_on_close {
+        EmitMode::OnWindowClose
+    } else {
+        EmitMode::OnUpdate
+    };
+    Some((explain, tokens[first..end].to_vec(), emit))
+}
+
+/// Checks the parsed CREATE is one weir can run.
+pub fn check(statement: &ast::Statement) -> Result<()> {
+    let ast::Statement::CreateView(create) = statement else {
+        return Err(WeirError::syntax("expected CREATE MATERIALIZED VIEW"));
+    };
+    if !create.columns.is_empty() {
+        return Err(WeirError::unsupported(
+            "a column list after the materialized view's name is not supported",
+        )
+        .with_hint("Name the columns with AS in the SELECT list."));
+    }
+    if create.or_replace {
+        return Err(
+            WeirError::unsupported("CREATE OR REPLACE MATERIALIZED VIEW is not supported")
+                .with_hint("DROP MATERIALIZED VIEW first, then create it again."),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::parser::render;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+
+    fn split_sql(sql: &str) -> Option<(bool, String, EmitMode)> {
+        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+            .tokenize_with_location()
+            .unwrap();
+        split(&tokens).map(|(explain, tokens, emit)| (explain, render(&tokens), emit))
+    }
+
+    #[test]
+    fn emit_and_explain_are_taken_off() {
+        assert_eq!(
+            split_sql("EXPLAIN CREATE MATERIALIZED VIEW v AS SELECT * FROM t EMIT ON WINDOW CLOSE"),
+            Some((
+                true,
+                "CREATE MATERIALIZED VIEW v AS SELECT * FROM t".to_string(),
+                EmitMode::OnWindowClose
+            ))
+        );
+        assert_eq!(
+            split_sql("create materialized view v as select 1"),
+            Some((
+                false,
+                "create materialized view v as select 1".to_string(),
+                EmitMode::OnUpdate
+            ))
+        );
+        assert_eq!(split_sql("CREATE VIEW v AS SELECT 1"), None);
+        assert_eq!(split_sql("SELECT 1"), None);
+    }
+}

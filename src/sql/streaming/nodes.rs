@@ -1,0 +1,143 @@
+//! The streaming plan of a materialized view: a chain of nodes from its
+//! source to its result, each planning the operator of the same stem.
+
+use std::fmt::Write;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::Result;
+use crate::stream::operators::aggregate::{AggregateCall, WindowGroup};
+use crate::stream::operators::window::{describe_duration, WindowSpec};
+use crate::stream::operators::{
+    AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator, WindowOperator,
+};
+use crate::stream::{EmitMode, Operator};
+
+pub enum StreamNode {
+    EmitOnClose(EmitOnCloseNode),
+    Project(ProjectNode),
+    Filter(FilterNode),
+    Window(WindowNode),
+    Aggregate(AggregateNode),
+}
+
+pub struct EmitOnCloseNode {
+    pub time_column: usize,
+    pub time_name: String,
+}
+
+pub struct ProjectNode {
+    pub expressions: Vec<Arc<dyn PhysicalExpr>>,
+    pub display: Vec<String>,
+    pub schema: SchemaRef,
+    pub watermark: Option<String>,
+}
+
+pub struct FilterNode {
+    pub predicate: Arc<dyn PhysicalExpr>,
+    pub display: String,
+}
+
+pub struct WindowNode {
+    pub spec: WindowSpec,
+    pub time_column: usize,
+    pub time_name: String,
+    pub schema: SchemaRef,
+    pub watermark: Option<String>,
+}
+
+pub struct AggregateNode {
+    pub groups: Vec<Arc<dyn PhysicalExpr>>,
+    pub calls: Vec<AggregateCall>,
+    pub display_groups: Vec<String>,
+    pub display_calls: Vec<String>,
+    pub window: Option<WindowGroup>,
+    pub emit: EmitMode,
+    pub schema: SchemaRef,
+    /// The time column whose watermark closes windows, if any.
+    pub watermark: Option<String>,
+}
+
+impl StreamNode {
+    pub fn operator(self, late_rows: &Arc<AtomicU64>) -> Result<Box<dyn Operator>> {
+        Ok(match self {
+            StreamNode::EmitOnClose(node) => Box::new(EmitOnCloseOperator::new(
+                node.time_column,
+                late_rows.clone(),
+            )),
+            StreamNode::Project(node) => Box::new(ProjectOperator::new(
+                node.expressions,
+                node.schema,
+                node.watermark.is_some(),
+            )),
+            StreamNode::Filter(node) => Box::new(FilterOperator::new(node.predicate)),
+            StreamNode::Window(node) => Box::new(WindowOperator::new(
+                node.spec,
+                node.time_column,
+                node.schema,
+            )),
+            StreamNode::Aggregate(node) => Box::new(AggregateOperator::new(
+                node.groups,
+                node.calls,
+                node.window,
+                node.emit,
+                node.schema,
+                late_rows.clone(),
+            )?),
+        })
+    }
+
+    /// One EXPLAIN line.
+    pub fn describe(&self) -> String {
+        match self {
+            StreamNode::EmitOnClose(node) => format!(
+                "EmitOnClose: rows in event-time order once watermark > {}",
+                node.time_name
+            ),
+            StreamNode::Project(node) => format!(
+                "Project: {}{}",
+                node.display.join(", "),
+                watermark_suffix(&node.watermark)
+            ),
+            StreamNode::Filter(node) => format!("Filter: {}", node.display),
+            StreamNode::Window(node) => {
+                let mut line = format!("Window: {} on {}", node.spec.describe(), node.time_name);
+                if node.spec.offset_ns != 0 {
+                    let _ = write!(line, " offset={}", describe_duration(node.spec.offset_ns));
+                }
+                line + &watermark_suffix(&node.watermark)
+            }
+            StreamNode::Aggregate(node) => {
+                let mut line = format!(
+                    "{}: group=[{}] aggregates=[{}] emit={}",
+                    if node.window.is_some() {
+                        "WindowAggregate"
+                    } else {
+                        "Aggregate"
+                    },
+                    node.display_groups.join(", "),
+                    node.display_calls.join(", "),
+                    node.emit.describe()
+                );
+                if node.window.is_some() {
+                    let _ = write!(
+                        line,
+                        " late=drop closes_on={}",
+                        node.watermark.as_deref().unwrap_or("never (no watermark)")
+                    );
+                }
+                line
+            }
+        }
+    }
+}
+
+fn watermark_suffix(watermark: &Option<String>) -> String {
+    match watermark {
+        Some(column) => format!(" watermark={column}"),
+        None => String::new(),
+    }
+}

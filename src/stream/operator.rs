@@ -1,0 +1,44 @@
+//! The one trait every stream operator implements. Only the batch hook is
+//! required; by default watermarks and barriers pass through unchanged. The
+//! runtime (`dataflow`), not the operator, merges watermarks from inputs and
+//! will align barriers when operators get several inputs.
+
+use super::message::{Chunk, Message};
+use crate::error::Result;
+
+/// Where an operator puts the messages it produces, in order.
+pub type Output = Vec<Message>;
+
+pub trait Operator: Send {
+    /// A short name for EXPLAIN and errors, e.g. `WindowAggregate`.
+    fn name(&self) -> &'static str;
+
+    /// Processes one chunk of rows; work must be proportional to the chunk.
+    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()>;
+
+    /// The input watermark advanced to `watermark_ns` (never goes back).
+    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+        output.push(Message::Watermark(watermark_ns));
+        Ok(())
+    }
+
+    /// A checkpoint barrier: snapshot state, then forward it.
+    fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
+        output.push(Message::Barrier(epoch));
+        Ok(())
+    }
+}
+
+/// Feeds `messages` through `operator`, returning what it produced.
+pub fn run(operator: &mut dyn Operator, messages: Vec<Message>) -> Result<Output> {
+    let mut output = Vec::new();
+    for message in messages {
+        match message {
+            Message::Batch(chunk) if chunk.num_rows() == 0 => {}
+            Message::Batch(chunk) => operator.on_batch(*chunk, &mut output)?,
+            Message::Watermark(watermark) => operator.on_watermark(watermark, &mut output)?,
+            Message::Barrier(epoch) => operator.on_barrier(epoch, &mut output)?,
+        }
+    }
+    Ok(output)
+}

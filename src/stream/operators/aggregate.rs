@@ -1,0 +1,300 @@
+//! GROUP BY over a stream, with DataFusion's accumulators per group. A
+//! windowed aggregate keeps its state as bins keyed by window end; a bin is
+//! complete when the watermark reaches its end. Then its rows are emitted
+//! (EMIT ON WINDOW CLOSE) and its state dropped. Rows arriving under a
+//! watermark at or past their window's end are late: dropped and counted.
+//! Without a window there is one bin that never closes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array};
+use datafusion::arrow::compute::{cast, filter, take};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::window::{nanoseconds, WindowSpec};
+use crate::error::{Result, WeirError};
+use crate::stream::message::{Chunk, Message};
+use crate::stream::operator::{Operator, Output};
+use crate::stream::EmitMode;
+
+/// One aggregate call and its optional FILTER (WHERE ...).
+pub struct AggregateCall {
+    pub function: Arc<AggregateFunctionExpr>,
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+}
+
+/// Which group column is the window (its start or its end) and its shape.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowGroup {
+    pub column: usize,
+    pub is_end: bool,
+    pub spec: WindowSpec,
+}
+
+/// One window's groups: group key (row format) -> accumulators.
+type Bin = HashMap<Vec<u8>, Vec<Box<dyn Accumulator>>>;
+
+/// A window bin's key when the aggregate has no window.
+const UNWINDOWED: i64 = i64::MAX;
+
+pub struct AggregateOperator {
+    groups: Vec<Arc<dyn PhysicalExpr>>,
+    calls: Vec<AggregateCall>,
+    window: Option<WindowGroup>,
+    emit: EmitMode,
+    /// Group columns then aggregate values.
+    schema: SchemaRef,
+    converter: RowConverter,
+    /// Window end -> group key (row format) -> accumulators.
+    bins: BTreeMap<i64, Bin>,
+    watermark: Option<i64>,
+    late_rows: Arc<AtomicU64>,
+}
+
+/// Rows to emit: group key, aggregate values, diff.
+type Emitted = Vec<(Vec<u8>, Vec<ScalarValue>, i64)>;
+
+impl AggregateOperator {
+    pub fn new(
+        groups: Vec<Arc<dyn PhysicalExpr>>,
+        calls: Vec<AggregateCall>,
+        window: Option<WindowGroup>,
+        emit: EmitMode,
+        schema: SchemaRef,
+        late_rows: Arc<AtomicU64>,
+    ) -> Result<Self> {
+        let fields = schema.fields()[..groups.len()]
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        Ok(AggregateOperator {
+            groups,
+            calls,
+            window,
+            emit,
+            schema,
+            converter: RowConverter::new(fields)?,
+            bins: BTreeMap::new(),
+            watermark: None,
+            late_rows,
+        })
+    }
+
+    /// Window end of every row (UNWINDOWED without a window; None for a
+    /// NULL window column).
+    fn window_ends(&self, keys: &[ArrayRef]) -> Result<Vec<Option<i64>>> {
+        let Some(window) = &self.window else {
+            return Ok(vec![Some(UNWINDOWED); keys.first().map_or(0, |k| k.len())]);
+        };
+        let column = nanoseconds(&keys[window.column])?;
+        let shift = if window.is_end {
+            0
+        } else {
+            window.spec.size_ns
+        };
+        Ok(column
+            .iter()
+            .map(|value| value.map(|v| v + shift))
+            .collect())
+    }
+
+    fn evaluate_arguments(
+        &self,
+        chunk: &Chunk,
+    ) -> Result<Vec<(Vec<ArrayRef>, Option<BooleanArray>)>> {
+        let rows = chunk.num_rows();
+        self.calls
+            .iter()
+            .map(|call| {
+                let arguments = call
+                    .function
+                    .expressions()
+                    .iter()
+                    .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                let mask = match &call.filter {
+                    Some(predicate) => {
+                        let mask = predicate.evaluate(&chunk.rows)?.into_array(rows)?;
+                        Some(datafusion::arrow::compute::prep_null_mask_filter(
+                            mask.as_boolean(),
+                        ))
+                    }
+                    None => None,
+                };
+                Ok((arguments, mask))
+            })
+            .collect()
+    }
+
+    fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
+        self.calls
+            .iter()
+            .map(|call| Ok(call.function.create_accumulator()?))
+            .collect()
+    }
+
+    fn emit_rows(&self, emitted: Emitted, output: &mut Output) -> Result<()> {
+        if emitted.is_empty() {
+            return Ok(());
+        }
+        let parser = self.converter.parser();
+        let keys = emitted.iter().map(|(key, _, _)| parser.parse(key));
+        let mut columns = self.converter.convert_rows(keys)?;
+        for (index, field) in self.schema.fields()[self.groups.len()..].iter().enumerate() {
+            let values = emitted.iter().map(|(_, values, _)| values[index].clone());
+            let column = ScalarValue::iter_to_array(values)?;
+            columns.push(if column.data_type() == field.data_type() {
+                column
+            } else {
+                cast(&column, field.data_type())?
+            });
+        }
+        let diffs = Int64Array::from_iter_values(emitted.iter().map(|(_, _, diff)| *diff));
+        let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
+        let all_inserts = diffs.values().iter().all(|diff| *diff == 1);
+        output.push(Message::batch(Chunk {
+            rows,
+            diffs: (!all_inserts).then_some(diffs),
+            watermarks: None,
+        }));
+        Ok(())
+    }
+}
+
+fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue>> {
+    accumulators
+        .iter_mut()
+        .map(|accumulator| Ok(accumulator.evaluate()?))
+        .collect()
+}
+
+/// The arguments of one aggregate call for the rows at `indices`.
+fn arguments_for(
+    arguments: &(Vec<ArrayRef>, Option<BooleanArray>),
+    indices: &UInt32Array,
+) -> Result<Vec<ArrayRef>> {
+    let (columns, mask) = arguments;
+    let mask = match mask {
+        Some(mask) => Some(take(mask, indices, None)?),
+        None => None,
+    };
+    columns
+        .iter()
+        .map(|column| {
+            let taken = take(column.as_ref(), indices, None)?;
+            Ok(match &mask {
+                Some(mask) => filter(&taken, mask.as_boolean())?,
+                None => taken,
+            })
+        })
+        .collect()
+}
+
+impl Operator for AggregateOperator {
+    fn name(&self) -> &'static str {
+        "Aggregate"
+    }
+
+    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+        let rows = chunk.num_rows();
+        let keys = self
+            .groups
+            .iter()
+            .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let key_rows = self.converter.convert_columns(&keys)?;
+        let ends = self.window_ends(&keys)?;
+        let arguments = self.evaluate_arguments(&chunk)?;
+
+        // Rows of this chunk per (window end, group key), in first-seen order.
+        let mut positions: HashMap<(i64, &[u8]), usize> = HashMap::new();
+        let mut members: Vec<(i64, &[u8], Vec<u32>)> = Vec::new();
+        let mut late = 0;
+        for (row, end) in ends.iter().enumerate() {
+            let Some(end) = *end else { continue };
+            if chunk.diff(row) != 1 {
+                return Err(WeirError::internal("an aggregate received a retraction"));
+            }
+            if self.window.is_some()
+                && chunk
+                    .watermark_before(row, self.watermark)
+                    .is_some_and(|watermark| watermark >= end)
+            {
+                late += 1;
+                continue;
+            }
+            let key = key_rows.row(row);
+            let position = *positions.entry((end, key.data())).or_insert_with(|| {
+                members.push((end, key.data(), Vec::new()));
+                members.len() - 1
+            });
+            members[position].2.push(row as u32);
+        }
+        self.late_rows.fetch_add(late, Ordering::Relaxed);
+
+        let mut emitted = Vec::new();
+        for (end, key, indices) in members {
+            let indices = UInt32Array::from(indices);
+            let fresh = self.new_accumulators()?;
+            let bin = self.bins.entry(end).or_default();
+            let existed = bin.contains_key(key);
+            let accumulators = bin.entry(key.to_vec()).or_insert(fresh);
+            if self.emit == EmitMode::OnUpdate && existed {
+                emitted.push((key.to_vec(), evaluate(accumulators)?, -1));
+            }
+            for (accumulator, arguments) in accumulators.iter_mut().zip(&arguments) {
+                accumulator.update_batch(&arguments_for(arguments, &indices)?)?;
+            }
+            if self.emit == EmitMode::OnUpdate {
+                emitted.push((key.to_vec(), evaluate(accumulators)?, 1));
+            }
+        }
+        self.emit_rows(emitted, output)
+    }
+
+    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+        if self
+            .watermark
+            .is_some_and(|current| current >= watermark_ns)
+        {
+            return Ok(());
+        }
+        self.watermark = Some(watermark_ns);
+        let Some(window) = self.window else {
+            return Ok(());
+        };
+        // Bins with end <= watermark are complete.
+        let open = self.bins.split_off(&watermark_ns.saturating_add(1));
+        let complete = std::mem::replace(&mut self.bins, open);
+        if self.emit == EmitMode::OnWindowClose {
+            let mut emitted = Vec::new();
+            for (_, bin) in complete {
+                let mut groups: Vec<_> = bin.into_iter().collect();
+                groups.sort_by(|a, b| a.0.cmp(&b.0));
+                for (key, mut accumulators) in groups {
+                    let values = evaluate(&mut accumulators)?;
+                    emitted.push((key, values, 1));
+                }
+            }
+            self.emit_rows(emitted, output)?;
+            // Results are final, so the output has a watermark: every later
+            // row's window starts at or after the earliest open window.
+            let start = window.spec.earliest_open_start(watermark_ns);
+            let shift = if window.is_end {
+                window.spec.size_ns
+            } else {
+                0
+            };
+            output.push(Message::Watermark(start + shift));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! EMIT ON WINDOW CLOSE for a query without aggregation: each row is held
+//! until the watermark is strictly past its event time, then emitted in
+//! event-time order (ties in arrival order). A row already behind the
+//! watermark when it arrives is late: dropped and counted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, BooleanArray, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, lexsort_to_indices, SortColumn};
+
+use super::window::nanoseconds;
+use crate::error::Result;
+use crate::stream::message::{Chunk, Message};
+use crate::stream::operator::{Operator, Output};
+
+pub struct EmitOnCloseOperator {
+    time_column: usize,
+    pending: Vec<Chunk>,
+    watermark: Option<i64>,
+    late_rows: Arc<AtomicU64>,
+}
+
+impl EmitOnCloseOperator {
+    pub fn new(time_column: usize, late_rows: Arc<AtomicU64>) -> Self {
+        EmitOnCloseOperator {
+            time_column,
+            pending: Vec::new(),
+            watermark: None,
+            late_rows,
+        }
+    }
+}
+
+impl Operator for EmitOnCloseOperator {
+    fn name(&self) -> &'static str {
+        "EmitOnClose"
+    }
+
+    fn on_batch(&mut self, chunk: Chunk, _output: &mut Output) -> Result<()> {
+        let times = nanoseconds(chunk.rows.column(self.time_column))?;
+        let on_time: BooleanArray = (0..chunk.num_rows())
+            .map(|row| {
+                let late = match (
+                    chunk.watermark_before(row, self.watermark),
+                    times.is_valid(row),
+                ) {
+                    (Some(watermark), true) => watermark > times.value(row),
+                    _ => false,
+                };
+                Some(!late && times.is_valid(row))
+            })
+            .collect();
+        let late = on_time.iter().filter(|keep| *keep == Some(false)).count();
+        self.late_rows.fetch_add(late as u64, Ordering::Relaxed);
+        let kept = chunk.filter(&on_time)?;
+        if kept.num_rows() > 0 {
+            self.pending.push(Chunk {
+                watermarks: None,
+                ..kept
+            });
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+        if self
+            .watermark
+            .is_some_and(|current| current >= watermark_ns)
+        {
+            return Ok(());
+        }
+        self.watermark = Some(watermark_ns);
+        let Some(first) = self.pending.first() else {
+            output.push(Message::Watermark(watermark_ns));
+            return Ok(());
+        };
+        let schema = first.rows.schema();
+        let rows: Vec<_> = self
+            .pending
+            .iter()
+            .map(|chunk| chunk.rows.clone())
+            .collect();
+        let all = Chunk::inserts(concat_batches(&schema, &rows)?);
+        let times = nanoseconds(all.rows.column(self.time_column))?;
+        let ready: BooleanArray = times
+            .iter()
+            .map(|time| time.map(|time| watermark_ns > time))
+            .collect();
+        let waiting = datafusion::arrow::compute::not(&ready)?;
+        let emitted = all.filter(&ready)?;
+        let kept = all.filter(&waiting)?;
+        self.pending = if kept.num_rows() > 0 {
+            vec![kept]
+        } else {
+            Vec::new()
+        };
+        if emitted.num_rows() > 0 {
+            let emitted_times = nanoseconds(emitted.rows.column(self.time_column))?;
+            let arrival = UInt32Array::from_iter_values(0..emitted.num_rows() as u32);
+            let order = lexsort_to_indices(
+                &[
+                    SortColumn {
+                        values: Arc::new(emitted_times),
+                        options: None,
+                    },
+                    SortColumn {
+                        values: Arc::new(arrival),
+                        options: None,
+                    },
+                ],
+                None,
+            )?;
+            output.push(Message::batch(emitted.take(&order)?));
+        }
+        output.push(Message::Watermark(watermark_ns));
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! The last operator of every view: applies its changes to the view's rows
+//! and passes them on to the views that read this one.
+
+use std::sync::Arc;
+
+use crate::catalog::view_result::ViewResult;
+use crate::error::Result;
+use crate::state::WriteBatch;
+use crate::stream::message::{Chunk, Message};
+use crate::stream::operator::{Operator, Output};
+
+pub struct MaterializeOperator {
+    result: Arc<ViewResult>,
+    writes: WriteBatch,
+    /// While rebuilding operator state on start the stored rows are already
+    /// current: changes are passed on but not applied again.
+    replaying: bool,
+}
+
+impl MaterializeOperator {
+    pub fn new(result: Arc<ViewResult>) -> Self {
+        MaterializeOperator {
+            result,
+            writes: WriteBatch::new(),
+            replaying: false,
+        }
+    }
+
+    pub fn set_replaying(&mut self, replaying: bool) {
+        self.replaying = replaying;
+    }
+
+    /// The writes that make the changes applied so far durable.
+    pub fn take_writes(&mut self) -> WriteBatch {
+        std::mem::take(&mut self.writes)
+    }
+
+    pub fn result(&self) -> &Arc<ViewResult> {
+        &self.result
+    }
+}
+
+impl Operator for MaterializeOperator {
+    fn name(&self) -> &'static str {
+        "Materialize"
+    }
+
+    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+        if !self.replaying {
+            self.writes.extend(self.result.apply(&chunk)?);
+        }
+        // Readers see the view's own column names, and its rows under the
+        // view's own watermark.
+        let rows = datafusion::arrow::record_batch::RecordBatch::try_new(
+            self.result.schema(),
+            chunk.rows.columns().to_vec(),
+        )?;
+        output.push(Message::batch(Chunk {
+            rows,
+            diffs: chunk.diffs,
+            watermarks: None,
+        }));
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+        self.result.set_watermark(watermark_ns);
+        output.push(Message::Watermark(watermark_ns));
+        Ok(())
+    }
+}

@@ -1,0 +1,17 @@
+//! The stream operators, one per file. Each is planned from the node of the
+//! same stem in `sql::streaming` (`AggregateNode` plans an
+//! `AggregateOperator`).
+
+pub mod aggregate;
+pub mod emit_on_close;
+pub mod filter;
+pub mod materialize;
+pub mod project;
+pub mod window;
+
+pub use aggregate::AggregateOperator;
+pub use emit_on_close::EmitOnCloseOperator;
+pub use filter::FilterOperator;
+pub use materialize::MaterializeOperator;
+pub use project::ProjectOperator;
+pub use window::WindowOperator;
