@@ -1,6 +1,8 @@
 //! System tables in schema `weir_catalog`, computed when queried.
 //! `weir_catalog.watermarks`: every watermarked table, its event-time column
 //! and delay, and its current watermark.
+//! `weir_catalog.materialized_views`: every materialized view, its row count,
+//! the rows its windows dropped as late, and its output watermark.
 
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -87,6 +89,92 @@ impl WatermarksTable {
 
 #[async_trait]
 impl TableProvider for WatermarksTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn DataFusionSession,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let exec = MemorySourceConfig::try_new_exec(
+            &[vec![self.rows()?]],
+            self.schema.clone(),
+            projection.cloned(),
+        )?;
+        Ok(exec)
+    }
+}
+
+pub struct MaterializedViewsTable {
+    catalog: Weak<Catalog>,
+    schema: SchemaRef,
+}
+
+impl fmt::Debug for MaterializedViewsTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MaterializedViewsTable")
+    }
+}
+
+impl MaterializedViewsTable {
+    pub fn new(catalog: &Arc<Catalog>) -> Self {
+        MaterializedViewsTable {
+            catalog: Arc::downgrade(catalog),
+            schema: Arc::new(Schema::new(vec![
+                Field::new("view_name", DataType::Utf8, false),
+                Field::new("source_name", DataType::Utf8, false),
+                Field::new("row_count", DataType::Int64, false),
+                Field::new("late_rows", DataType::Int64, false),
+                Field::new(
+                    "watermark",
+                    DataType::Timestamp(TimeUnit::Nanosecond, None),
+                    true,
+                ),
+            ])),
+        }
+    }
+
+    fn rows(&self) -> Result<RecordBatch> {
+        let catalog = self
+            .catalog
+            .upgrade()
+            .ok_or_else(|| DataFusionError::Execution("the catalog is closed".to_string()))?;
+        let mut names = Vec::new();
+        let mut sources = Vec::new();
+        let mut counts = Vec::new();
+        let mut late = Vec::new();
+        let mut watermarks = Vec::new();
+        for definition in catalog.definitions() {
+            let Some(result) = catalog.view_result(&definition.name) else {
+                continue;
+            };
+            names.push(definition.name.clone());
+            sources.push(definition.depends_on.join(", "));
+            counts.push(result.row_count());
+            late.push(result.late_rows.load(std::sync::atomic::Ordering::Relaxed) as i64);
+            watermarks.push(result.watermark_ns());
+        }
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(names)),
+            Arc::new(StringArray::from(sources)),
+            Arc::new(Int64Array::from(counts)),
+            Arc::new(Int64Array::from(late)),
+            Arc::new(TimestampNanosecondArray::from(watermarks)),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
+    }
+}
+
+#[async_trait]
+impl TableProvider for MaterializedViewsTable {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }

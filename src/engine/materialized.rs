@@ -149,8 +149,11 @@ impl Engine {
                 None => view_history(catalog.view_result(&input))?,
             };
             flow.add_view(definition.id, pipeline);
-            let outcome = flow
-                .push_to(Some(&view_name), &input, history)
+            let backfilled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                flow.push_to(Some(&view_name), &input, history)
+            }))
+            .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));
+            let outcome = backfilled
                 .and_then(|writes| catalog.commit_materialized_view(definition, result, writes));
             if outcome.is_err() {
                 flow.remove_failed_view(&view_name);

@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::ast;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::setup_pg_catalog;
 
-use crate::catalog::system::{WatermarksTable, SYSTEM_SCHEMA_NAME};
+use crate::catalog::system::{MaterializedViewsTable, WatermarksTable, SYSTEM_SCHEMA_NAME};
 use crate::catalog::table::AppendObserver;
 use crate::catalog::{Catalog, DATABASE_NAME, SCHEMA_NAME};
 use crate::error::{Result, WeirError};
@@ -143,6 +143,10 @@ fn register_system_tables(context: &SessionContext, catalog: &Arc<Catalog>) -> R
     system.register_table(
         "watermarks".to_string(),
         Arc::new(WatermarksTable::new(catalog)),
+    )?;
+    system.register_table(
+        "materialized_views".to_string(),
+        Arc::new(MaterializedViewsTable::new(catalog)),
     )?;
     context
         .catalog(DATABASE_NAME)

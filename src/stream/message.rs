@@ -70,7 +70,8 @@ impl Chunk {
 
     /// Keeps the rows where `mask` is true (NULL counts as false).
     pub fn filter(&self, mask: &BooleanArray) -> Result<Self> {
-        let mask = datafusion::arrow::compute::prep_null_mask_filter(mask);
+        let mask = without_nulls(mask);
+        let mask = &mask;
         Ok(Chunk {
             rows: filter_record_batch(&self.rows, &mask)?,
             diffs: filter_int64(self.diffs.as_ref(), &mask)?,
@@ -85,6 +86,15 @@ impl Chunk {
             diffs: take_int64(self.diffs.as_ref(), indices)?,
             watermarks: take_int64(self.watermarks.as_ref(), indices)?,
         })
+    }
+}
+
+/// A filter mask where NULL means false.
+pub fn without_nulls(mask: &BooleanArray) -> BooleanArray {
+    if mask.null_count() == 0 {
+        mask.clone()
+    } else {
+        datafusion::arrow::compute::prep_null_mask_filter(mask)
     }
 }
 

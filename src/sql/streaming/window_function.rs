@@ -107,6 +107,20 @@ impl TableFunctionImpl for WindowFunction {
                 .with_hint("Window over a TIMESTAMP or TIMESTAMPTZ column."),
             ));
         }
+        if let Some(existing) = ["window_start", "window_end"]
+            .into_iter()
+            .find(|name| input_schema.field_with_name(name).is_ok())
+        {
+            return Err(external(
+                WeirError::new(
+                    "42701",
+                    format!("{function}: \"{input}\" already has a column named {existing}"),
+                )
+                .with_hint(format!(
+                    "The window adds window_start and window_end; rename the input's columns (e.g. SELECT {existing} AS ts ... in the view {input}), or use a plain SELECT over {input}."
+                )),
+            ));
+        }
         let mut fields: Vec<Field> = input_schema
             .fields()
             .iter()

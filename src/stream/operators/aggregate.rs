@@ -21,7 +21,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::window::{nanoseconds, WindowSpec};
 use crate::error::{Result, WeirError};
-use crate::stream::message::{Chunk, Message};
+use crate::stream::message::{without_nulls, Chunk, Message};
 use crate::stream::operator::{Operator, Output};
 use crate::stream::EmitMode;
 
@@ -123,9 +123,7 @@ impl AggregateOperator {
                 let mask = match &call.filter {
                     Some(predicate) => {
                         let mask = predicate.evaluate(&chunk.rows)?.into_array(rows)?;
-                        Some(datafusion::arrow::compute::prep_null_mask_filter(
-                            mask.as_boolean(),
-                        ))
+                        Some(without_nulls(mask.as_boolean()))
                     }
                     None => None,
                 };
