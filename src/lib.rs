@@ -4,8 +4,10 @@
 //! (per-connection state, statement execution) → `sql` (parsing) and `engine`
 //! (DataFusion context, DDL, recovery) → `catalog` (durable definitions,
 //! tables) → `state` (the only module that names sled). `connectors` holds
-//! data formats that bring rows in.
+//! data formats that bring rows in. `bench` drives the engine in-process to
+//! measure materialized-view throughput (`weir bench`).
 
+pub mod bench;
 pub mod catalog;
 pub mod connectors;
 pub mod engine;

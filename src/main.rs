@@ -1,10 +1,12 @@
-//! The `weir` command: `weir` or `weir serve` starts the server.
+//! The `weir` command: `weir` or `weir serve` starts the server; `weir
+//! bench` measures materialized-view throughput.
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+use weir::bench::{Scenario, Workload};
 use weir::engine::Engine;
 use weir::server;
 
@@ -25,6 +27,8 @@ struct Cli {
 enum Command {
     /// Start the server (the default).
     Serve(ServeOptions),
+    /// Measure events/s appended through materialized views, in-process.
+    Bench(BenchOptions),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -37,17 +41,56 @@ struct ServeOptions {
     data_dir: PathBuf,
 }
 
+#[derive(clap::Args, Debug, Clone)]
+struct BenchOptions {
+    /// Events appended per scenario.
+    #[arg(long, default_value_t = 2_000_000)]
+    rows: u64,
+    /// Events per append (one durable commit each).
+    #[arg(long, default_value_t = 100_000)]
+    batch_rows: usize,
+    /// Which scenario to run; `all` runs the baseline (no view), TUMBLE and HOP.
+    #[arg(long, value_enum, default_value_t = ScenarioChoice::All)]
+    scenario: ScenarioChoice,
+    /// Directory for the scenarios' databases (must not hold one already);
+    /// by default a fresh directory under the system temp dir, removed afterwards.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum ScenarioChoice {
+    All,
+    Baseline,
+    Tumble,
+    Hop,
+}
+
+impl ScenarioChoice {
+    fn scenarios(self) -> Vec<Scenario> {
+        match self {
+            ScenarioChoice::All => Scenario::ALL.to_vec(),
+            ScenarioChoice::Baseline => vec![Scenario::Baseline],
+            ScenarioChoice::Tumble => vec![Scenario::Tumble],
+            ScenarioChoice::Hop => vec![Scenario::Hop],
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Serve(cli.serve));
+    // The benchmark's table goes to stdout; routine engine logs would break it up.
+    let default_log_level = match command {
+        Command::Serve(_) => "info",
+        Command::Bench(_) => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| EnvFilter::new(default_log_level)),
         )
         .init();
-    let cli = Cli::parse();
-    let options = match cli.command {
-        Some(Command::Serve(options)) => options,
-        None => cli.serve,
-    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -58,7 +101,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(serve(options));
+    let outcome = runtime.block_on(run(command));
     // Connections still running a statement must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match outcome {
@@ -71,6 +114,23 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+async fn run(command: Command) -> weir::error::Result<()> {
+    match command {
+        Command::Serve(options) => serve(options).await,
+        Command::Bench(options) => bench(options).await,
+    }
+}
+
+async fn bench(options: BenchOptions) -> weir::error::Result<()> {
+    let workload = Workload {
+        rows: options.rows,
+        batch_rows: options.batch_rows,
+        scenarios: options.scenario.scenarios(),
+        data_directory: options.data_dir,
+    };
+    weir::bench::run(&workload).await.map(|_| ())
 }
 
 async fn serve(options: ServeOptions) -> weir::error::Result<()> {

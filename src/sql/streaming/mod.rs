@@ -173,7 +173,7 @@ impl Planner<'_> {
                 let predicate = self.physical(&filter.predicate, &filter.input)?;
                 segment.nodes.push(StreamNode::Filter(FilterNode {
                     predicate,
-                    display: filter.predicate.human_display().to_string(),
+                    display: shown(&filter.predicate),
                 }));
                 Ok(segment)
             }
@@ -344,11 +344,11 @@ impl Planner<'_> {
         for (index, expr) in projection.expr.iter().enumerate() {
             expressions.push(self.physical(expr, &projection.input)?);
             let name = schema.field(index).name();
-            let shown = expr.human_display().to_string();
-            display.push(if &shown == name {
-                shown
+            let text = shown(expr);
+            display.push(if &text == name {
+                text
             } else {
-                format!("{shown} AS {name}")
+                format!("{text} AS {name}")
             });
         }
         segment.watermark = rename(&segment.watermark);
@@ -465,7 +465,7 @@ impl Planner<'_> {
                 ));
             }
             groups.push(self.physical(expr, &aggregate.input)?);
-            display.push(expr.human_display().to_string());
+            display.push(shown(expr));
         }
         Ok((groups, display))
     }
@@ -505,6 +505,20 @@ impl Planner<'_> {
             calls.push(AggregateCall { function, filter });
         }
         Ok((calls, display))
+    }
+}
+
+/// An expression as SQL for EXPLAIN (DataFusion's text where it has none).
+fn shown(expr: &Expr) -> String {
+    let expr = match expr {
+        Expr::Alias(alias) => alias.expr.as_ref(),
+        other => other,
+    };
+    match expr {
+        Expr::Column(column) => column.to_string(),
+        other => datafusion::sql::unparser::expr_to_sql(other)
+            .map(|sql| sql.to_string())
+            .unwrap_or_else(|_| other.schema_name().to_string()),
     }
 }
 
