@@ -32,9 +32,19 @@ fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
         .collect()
 }
 
-/// The statement's tokens split into (explain, CREATE tokens, emit) when it
-/// creates a materialized view; None otherwise.
-pub fn split(tokens: &[TokenWithSpan]) -> Option<(bool, Vec<TokenWithSpan>, EmitMode)> {
+/// What `split` finds in a CREATE MATERIALIZED VIEW.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    pub explain: bool,
+    /// The CREATE without EMIT, for sqlparser.
+    pub create: Vec<TokenWithSpan>,
+    /// The whole statement without EXPLAIN, as stored in the catalog.
+    pub text: Vec<TokenWithSpan>,
+    pub emit: EmitMode,
+}
+
+/// Splits a CREATE MATERIALIZED VIEW into its parts; None for anything else.
+pub fn split(tokens: &[TokenWithSpan]) -> Option<Split> {
     let positions = significant(tokens);
     let word = |position: usize| positions.get(position).map(|&i| &tokens[i].token);
     let explain = word(0).is_some_and(|t| is_word(t, "EXPLAIN"));
@@ -70,7 +80,12 @@ pub fn split(tokens: &[TokenWithSpan]) -> Option<(bool, Vec<TokenWithSpan>, Emit
     } else {
         EmitMode::OnUpdate
     };
-    Some((explain, tokens[first..end].to_vec(), emit))
+    Some(Split {
+        explain,
+        create: tokens[first..end].to_vec(),
+        text: tokens[first..].to_vec(),
+        emit,
+    })
 }
 
 /// Checks the parsed CREATE is one weir can run.
@@ -104,7 +119,17 @@ mod tests {
         let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
             .tokenize_with_location()
             .unwrap();
-        split(&tokens).map(|(explain, tokens, emit)| (explain, render(&tokens), emit))
+        split(&tokens).map(|split| {
+            // What is stored must bring the emit mode back on restart.
+            let stored = render(&split.text);
+            assert_eq!(
+                stored
+                    .to_ascii_uppercase()
+                    .ends_with("EMIT ON WINDOW CLOSE"),
+                split.emit == EmitMode::OnWindowClose
+            );
+            (split.explain, render(&split.create), split.emit)
+        })
     }
 
     #[test]

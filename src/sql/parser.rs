@@ -108,8 +108,14 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         return Ok(Statement::Flush);
     }
     let tokens = windows::normalize_flink_spelling(tokens)?;
-    if let Some((explain, create, emit)) = materialized::split(&tokens) {
-        let text = render(&create);
+    if let Some(materialized::Split {
+        explain,
+        create,
+        text,
+        emit,
+    }) = materialized::split(&tokens)
+    {
+        let text = render(&text);
         let statement = parse_tokens(create)?;
         super::limits::check_nesting(&statement)?;
         materialized::check(&statement)?;
