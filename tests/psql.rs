@@ -53,6 +53,10 @@ fn psql_catalog_commands() {
         &server,
         "CREATE VIEW trip_cities AS SELECT DISTINCT city FROM trips",
     );
+    psql(
+        &server,
+        "CREATE MATERIALIZED VIEW trips_per_city AS SELECT city, count(*) AS trips FROM trips GROUP BY city",
+    );
 
     let tables = psql(&server, "\\dt");
     assert!(
@@ -60,9 +64,16 @@ fn psql_catalog_commands() {
         "{tables}"
     );
     assert!(
-        !tables.contains("trip_cities"),
+        !tables.contains("trip_cities") && !tables.contains("trips_per_city"),
         "\\dt lists only tables: {tables}"
     );
+    let materialized = psql(&server, "\\dm");
+    assert!(
+        materialized.contains("trips_per_city") && materialized.contains("materialized view"),
+        "{materialized}"
+    );
+    let described = psql(&server, "\\d trips_per_city");
+    assert!(described.contains("Materialized view"), "{described}");
 
     let described = psql(&server, "\\d trips");
     for expected in [

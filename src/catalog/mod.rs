@@ -2,6 +2,7 @@
 //! DataFusion. A definition is the statement's SQL text; on start the engine
 //! re-plans each one in creation order. Table rows live in `table::TableLog`.
 
+pub mod pg_class;
 pub mod system;
 pub mod table;
 mod unique;

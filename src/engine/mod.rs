@@ -17,6 +17,7 @@ use datafusion::sql::sqlparser::ast;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::setup_pg_catalog;
 
+use crate::catalog::pg_class::PgCatalogSchema;
 use crate::catalog::system::{MaterializedViewsTable, WatermarksTable, SYSTEM_SCHEMA_NAME};
 use crate::catalog::table::AppendObserver;
 use crate::catalog::{Catalog, DATABASE_NAME, SCHEMA_NAME};
@@ -148,10 +149,16 @@ fn register_system_tables(context: &SessionContext, catalog: &Arc<Catalog>) -> R
         "materialized_views".to_string(),
         Arc::new(MaterializedViewsTable::new(catalog)),
     )?;
-    context
+    let database = context
         .catalog(DATABASE_NAME)
-        .ok_or_else(|| WeirError::internal("the database catalog is missing"))?
-        .register_schema(SYSTEM_SCHEMA_NAME, system)?;
+        .ok_or_else(|| WeirError::internal("the database catalog is missing"))?;
+    database.register_schema(SYSTEM_SCHEMA_NAME, system)?;
+    if let Some(pg_catalog) = database.schema("pg_catalog") {
+        database.register_schema(
+            "pg_catalog",
+            Arc::new(PgCatalogSchema::new(pg_catalog, catalog)),
+        )?;
+    }
     Ok(())
 }
 

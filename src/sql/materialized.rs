@@ -88,6 +88,21 @@ pub fn split(tokens: &[TokenWithSpan]) -> Option<Split> {
     })
 }
 
+/// `SHOW CREATE MATERIALIZED VIEW v` (which sqlparser lacks) becomes
+/// `SHOW CREATE VIEW v`; both show the stored statement.
+pub fn show_create_as_view(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let positions = significant(&tokens);
+    let word = |position: usize| positions.get(position).map(|&i| &tokens[i].token);
+    let matches = ["SHOW", "CREATE", "MATERIALIZED", "VIEW"]
+        .iter()
+        .enumerate()
+        .all(|(position, keyword)| word(position).is_some_and(|t| is_word(t, keyword)));
+    if matches {
+        tokens.remove(positions[2]);
+    }
+    tokens
+}
+
 /// Checks the parsed CREATE is one weir can run.
 pub fn check(statement: &ast::Statement) -> Result<()> {
     let ast::Statement::CreateView(create) = statement else {

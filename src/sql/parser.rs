@@ -108,6 +108,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         return Ok(Statement::Flush);
     }
     let tokens = windows::normalize_flink_spelling(tokens)?;
+    let tokens = materialized::show_create_as_view(tokens);
     if let Some(materialized::Split {
         explain,
         create,

@@ -71,7 +71,6 @@ impl Chunk {
     /// Keeps the rows where `mask` is true (NULL counts as false).
     pub fn filter(&self, mask: &BooleanArray) -> Result<Self> {
         let mask = without_nulls(mask);
-        let mask = &mask;
         Ok(Chunk {
             rows: filter_record_batch(&self.rows, &mask)?,
             diffs: filter_int64(self.diffs.as_ref(), &mask)?,
