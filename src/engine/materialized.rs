@@ -212,6 +212,8 @@ impl Engine {
     /// (their stored rows are already current, so they are not rewritten).
     pub(super) fn replay_views(&self) -> Result<()> {
         let mut flow = self.dataflow.lock();
+        // Holding the lock keeps writers out until the views are rebuilt.
+        flow.set_repaired();
         flow.set_replaying(true);
         let outcome = self
             .catalog
@@ -228,15 +230,24 @@ impl Engine {
                 flow.push(&definition.name, log.history()?).map(|_| ())
             });
         flow.set_replaying(false);
+        if outcome.is_err() {
+            flow.mark_broken();
+        }
         outcome
     }
 
     /// After a write failed part-way through the views, brings every view
     /// back to its committed rows and rebuilds its state.
-    pub async fn repair_views(&self) -> Result<()> {
+    pub async fn repair_views(&self) {
         if !self.dataflow.lock().is_broken() {
-            return Ok(());
+            return;
         }
+        if let Err(error) = self.rebuild_views().await {
+            tracing::error!(%error.message, "materialized views could not be rebuilt");
+        }
+    }
+
+    async fn rebuild_views(&self) -> Result<()> {
         tracing::warn!("rebuilding materialized views after a failed write");
         self.dataflow.lock().clear_views();
         for definition in self.catalog.definitions() {
@@ -252,9 +263,7 @@ impl Engine {
             };
             self.restore_materialized_view(definition, &view).await?;
         }
-        self.replay_views()?;
-        self.dataflow.lock().set_repaired();
-        Ok(())
+        self.replay_views()
     }
 }
 

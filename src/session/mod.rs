@@ -260,7 +260,7 @@ impl Session {
         let batches = match collect(physical, state.task_ctx()).await {
             Ok(batches) => batches,
             Err(error) => {
-                self.engine.repair_views().await?;
+                self.engine.repair_views().await;
                 return Err(error.into());
             }
         };
@@ -431,7 +431,7 @@ impl Session {
         let rows = match copy.table.append(vec![batch]).await {
             Ok(rows) => rows,
             Err(error) => {
-                self.engine.repair_views().await?;
+                self.engine.repair_views().await;
                 return Err(error);
             }
         };

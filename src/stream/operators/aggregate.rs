@@ -90,9 +90,9 @@ impl AggregateOperator {
 
     /// Window end of every row (UNWINDOWED without a window; None for a
     /// NULL window column).
-    fn window_ends(&self, keys: &[ArrayRef]) -> Result<Vec<Option<i64>>> {
+    fn window_ends(&self, keys: &[ArrayRef], rows: usize) -> Result<Vec<Option<i64>>> {
         let Some(window) = &self.window else {
-            return Ok(vec![Some(UNWINDOWED); keys.first().map_or(0, |k| k.len())]);
+            return Ok(vec![Some(UNWINDOWED); rows]);
         };
         let column = nanoseconds(&keys[window.column])?;
         let shift = if window.is_end {
@@ -145,7 +145,12 @@ impl AggregateOperator {
         }
         let parser = self.converter.parser();
         let keys = emitted.iter().map(|(key, _, _)| parser.parse(key));
-        let mut columns = self.converter.convert_rows(keys)?;
+        // Without GROUP BY there is one group and no key columns.
+        let mut columns = if self.groups.is_empty() {
+            Vec::new()
+        } else {
+            self.converter.convert_rows(keys)?
+        };
         for (index, field) in self.schema.fields()[self.groups.len()..].iter().enumerate() {
             let values = emitted.iter().map(|(_, values, _)| values[index].clone());
             let column = ScalarValue::iter_to_array(values)?;
@@ -209,7 +214,7 @@ impl Operator for AggregateOperator {
             .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let key_rows = self.converter.convert_columns(&keys)?;
-        let ends = self.window_ends(&keys)?;
+        let ends = self.window_ends(&keys, rows)?;
         let arguments = self.evaluate_arguments(&chunk)?;
 
         // Rows of this chunk per (window end, group key), in first-seen order.
@@ -229,9 +234,13 @@ impl Operator for AggregateOperator {
                 late += 1;
                 continue;
             }
-            let key = key_rows.row(row);
-            let position = *positions.entry((end, key.data())).or_insert_with(|| {
-                members.push((end, key.data(), Vec::new()));
+            let key = if self.groups.is_empty() {
+                &[][..]
+            } else {
+                key_rows.row(row).data()
+            };
+            let position = *positions.entry((end, key)).or_insert_with(|| {
+                members.push((end, key, Vec::new()));
                 members.len() - 1
             });
             members[position].2.push(row as u32);
