@@ -305,3 +305,152 @@ impl Operator for AggregateOperator {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::operators::window::WindowKind;
+    use datafusion::arrow::array::{StringArray, TimestampNanosecondArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
+    use datafusion::functions_aggregate::count::count_udaf;
+    use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+    use datafusion::physical_expr::expressions::col;
+
+    fn time() -> DataType {
+        DataType::Timestamp(TimeUnit::Nanosecond, None)
+    }
+
+    fn input_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("window_start", time(), true),
+        ]))
+    }
+
+    /// COUNT(*) per (window_start, k) over 10 ns TUMBLE windows.
+    fn operator(emit: EmitMode) -> (AggregateOperator, Arc<AtomicU64>) {
+        let input = input_schema();
+        let count = AggregateExprBuilder::new(count_udaf(), vec![col("k", &input).unwrap()])
+            .schema(input.clone())
+            .alias("n")
+            .build()
+            .unwrap();
+        let output = Arc::new(Schema::new(vec![
+            Field::new("window_start", time(), true),
+            Field::new("k", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let late = Arc::new(AtomicU64::new(0));
+        let window = WindowGroup {
+            column: 0,
+            is_end: false,
+            spec: WindowSpec {
+                kind: WindowKind::Tumble,
+                size_ns: 10,
+                slide_ns: 10,
+                offset_ns: 0,
+            },
+        };
+        let groups = vec![
+            col("window_start", &input).unwrap(),
+            col("k", &input).unwrap(),
+        ];
+        let calls = vec![AggregateCall {
+            function: Arc::new(count),
+            filter: None,
+        }];
+        let operator =
+            AggregateOperator::new(groups, calls, Some(window), emit, output, late.clone())
+                .unwrap();
+        (operator, late)
+    }
+
+    /// Rows `(k, window_start)` with the watermark each arrived under.
+    fn chunk(rows: &[(&str, i64)], watermarks: &[Option<i64>]) -> Chunk {
+        let keys: StringArray = rows.iter().map(|(k, _)| Some(*k)).collect();
+        let starts = TimestampNanosecondArray::from_iter_values(rows.iter().map(|(_, s)| *s));
+        Chunk {
+            rows: RecordBatch::try_new(input_schema(), vec![Arc::new(keys), Arc::new(starts)])
+                .unwrap(),
+            diffs: None,
+            watermarks: Some(Int64Array::from(watermarks.to_vec())),
+        }
+    }
+
+    /// Emitted rows as `(window_start, k, n, diff)`.
+    fn rows(output: &Output) -> Vec<(i64, String, i64, i64)> {
+        let mut all = Vec::new();
+        for message in output {
+            let Message::Batch(chunk) = message else {
+                continue;
+            };
+            let starts = nanoseconds(chunk.rows.column(0)).unwrap();
+            let keys = chunk.rows.column(1).as_string::<i32>();
+            let counts = chunk.rows.column(2).as_primitive::<Int64Type>();
+            for row in 0..chunk.num_rows() {
+                all.push((
+                    starts.value(row),
+                    keys.value(row).to_string(),
+                    counts.value(row),
+                    chunk.diff(row),
+                ));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn windows_emit_once_when_the_watermark_passes_their_end() {
+        let (mut aggregate, late) = operator(EmitMode::OnWindowClose);
+        let mut output = Vec::new();
+        let input = chunk(
+            &[("a", 0), ("b", 0), ("a", 0), ("a", 10)],
+            &[None, Some(1), Some(2), Some(3)],
+        );
+        aggregate.on_batch(input, &mut output).unwrap();
+        assert!(output.is_empty(), "nothing is final yet");
+        aggregate.on_watermark(10, &mut output).unwrap();
+        assert_eq!(
+            rows(&output),
+            vec![(0, "a".into(), 2, 1), (0, "b".into(), 1, 1)]
+        );
+        // The output watermark is the start of the earliest open window.
+        assert!(matches!(output.last(), Some(Message::Watermark(10))));
+
+        // A row for the closed window arriving under watermark 10 is late.
+        let mut output = Vec::new();
+        aggregate
+            .on_batch(
+                chunk(&[("a", 0), ("a", 10)], &[Some(10), Some(10)]),
+                &mut output,
+            )
+            .unwrap();
+        assert_eq!(late.load(Ordering::Relaxed), 1);
+        aggregate.on_watermark(25, &mut output).unwrap();
+        assert_eq!(rows(&output), vec![(10, "a".into(), 2, 1)]);
+        assert!(aggregate.bins.is_empty(), "closed windows leave no state");
+    }
+
+    #[test]
+    fn updates_retract_the_previous_row() {
+        let (mut aggregate, _) = operator(EmitMode::OnUpdate);
+        let mut output = Vec::new();
+        aggregate
+            .on_batch(chunk(&[("a", 0)], &[None]), &mut output)
+            .unwrap();
+        aggregate
+            .on_batch(
+                chunk(&[("a", 0), ("a", 0)], &[Some(0), Some(0)]),
+                &mut output,
+            )
+            .unwrap();
+        assert_eq!(
+            rows(&output),
+            vec![
+                (0, "a".into(), 1, 1),
+                (0, "a".into(), 1, -1),
+                (0, "a".into(), 3, 1)
+            ]
+        );
+    }
+}

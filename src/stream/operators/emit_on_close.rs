@@ -117,3 +117,61 @@ impl Operator for EmitOnCloseOperator {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, TimestampNanosecondArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use datafusion::arrow::record_batch::RecordBatch;
+
+    fn chunk(times: &[i64], watermarks: &[Option<i64>]) -> Chunk {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            true,
+        )]));
+        let column = TimestampNanosecondArray::from_iter_values(times.iter().copied());
+        Chunk {
+            rows: RecordBatch::try_new(schema, vec![Arc::new(column)]).unwrap(),
+            diffs: None,
+            watermarks: Some(Int64Array::from(watermarks.to_vec())),
+        }
+    }
+
+    fn emitted(output: &Output) -> Vec<i64> {
+        output
+            .iter()
+            .filter_map(|message| match message {
+                Message::Batch(chunk) => Some(nanoseconds(chunk.rows.column(0)).unwrap()),
+                _ => None,
+            })
+            .flat_map(|times| times.values().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn rows_wait_for_the_watermark_and_leave_in_event_time_order() {
+        let late = Arc::new(AtomicU64::new(0));
+        let mut operator = EmitOnCloseOperator::new(0, late.clone());
+        let mut output = Vec::new();
+        operator
+            .on_batch(
+                chunk(&[7, 3, 5, 9], &[None, Some(2), Some(2), Some(2)]),
+                &mut output,
+            )
+            .unwrap();
+        operator.on_watermark(7, &mut output).unwrap();
+        // Strictly past: 7 stays until the watermark moves beyond it.
+        assert_eq!(emitted(&output), vec![3, 5]);
+
+        let mut output = Vec::new();
+        // 4 arrives behind watermark 7: late.
+        operator
+            .on_batch(chunk(&[4, 8], &[Some(7), Some(7)]), &mut output)
+            .unwrap();
+        operator.on_watermark(20, &mut output).unwrap();
+        assert_eq!(emitted(&output), vec![7, 8, 9]);
+        assert_eq!(late.load(Ordering::Relaxed), 1);
+    }
+}
