@@ -4,6 +4,8 @@
 //! types, coercion); this module decides what runs incrementally and refuses
 //! what does not yet, naming the construct (0A000).
 
+mod aggregate;
+mod errors;
 pub mod nodes;
 pub mod window_function;
 
@@ -15,17 +17,16 @@ use datafusion::common::tree_node::TreeNode;
 use datafusion::datasource::ViewTable;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::{Aggregate, Expr, GroupingSet, LogicalPlan, Projection, TableScan};
-use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
+use datafusion::logical_expr::{Expr, LogicalPlan, Projection, TableScan};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 use crate::catalog::table::DurableTable;
 use crate::catalog::view_result::MaterializedViewTable;
 use crate::error::{Result, WeirError};
-use crate::stream::operators::aggregate::{AggregateCall, WindowGroup};
 use crate::stream::operators::window::WindowSpec;
 use crate::stream::EmitMode;
-use nodes::{AggregateNode, EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
+use errors::{has_subquery, no_watermark, refused, shown, unsupported};
+use nodes::{EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
 use window_function::WindowTable;
 
 type PhysicalExprs = Vec<Arc<dyn PhysicalExpr>>;
@@ -115,11 +116,6 @@ pub fn plan(
         },
         source_line: segment.source_line,
     })
-}
-
-fn unsupported(what: &str, hint: &str) -> WeirError {
-    WeirError::unsupported(format!("{what} is not supported in a materialized view"))
-        .with_hint(hint)
 }
 
 fn count_aggregates(plan: &LogicalPlan) -> usize {
@@ -364,216 +360,4 @@ impl Planner<'_> {
         }));
         Ok(segment)
     }
-
-    fn aggregate(&mut self, aggregate: &Aggregate) -> Result<Segment> {
-        let mut segment = self.segment(&aggregate.input)?;
-        if segment.updating {
-            return Err(unsupported(
-                "aggregating over a materialized view whose rows are updated (it emits on update)",
-                "Make the inner materialized view EMIT ON WINDOW CLOSE.",
-            ));
-        }
-        let window_group = self.window_group(aggregate, segment.window.as_ref())?;
-        let (groups, display_groups) = self.groups(aggregate)?;
-        let (calls, display_calls) = self.calls(aggregate)?;
-        let watermark = match (&segment.window, &window_group) {
-            (Some(window), Some(_)) if window.watermarked => Some(window.time_name.clone()),
-            _ => None,
-        };
-        if self.emit == EmitMode::OnWindowClose {
-            match (&segment.window, &window_group) {
-                (Some(window), Some(_)) if !window.watermarked => {
-                    return Err(no_watermark(&segment.input, Some(&window.time_name)))
-                }
-                (_, None) => {
-                    return Err(WeirError::unsupported(
-                        "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end",
-                    )
-                    .with_hint(
-                        "Group by the window columns of TUMBLE(...) or HOP(...), or drop EMIT ON WINDOW CLOSE to see rows update.",
-                    ))
-                }
-                _ => {}
-            }
-        }
-        let schema: SchemaRef = Arc::new(aggregate.schema.as_arrow().clone());
-        segment.watermark = match (&window_group, self.emit) {
-            (Some(group), EmitMode::OnWindowClose) => {
-                Some(schema.field(group.column).name().clone())
-            }
-            _ => None,
-        };
-        segment.updating = self.emit == EmitMode::OnUpdate;
-        segment.window = None;
-        segment.nodes.push(StreamNode::Aggregate(AggregateNode {
-            groups,
-            calls,
-            display_groups,
-            display_calls,
-            window: window_group,
-            emit: self.emit,
-            schema,
-            watermark,
-        }));
-        Ok(segment)
-    }
-
-    /// The group column that names the window, preferring window_start.
-    fn window_group(
-        &self,
-        aggregate: &Aggregate,
-        window: Option<&WindowColumns>,
-    ) -> Result<Option<WindowGroup>> {
-        let Some(window) = window else {
-            return Ok(None);
-        };
-        let position = |name: &Option<String>| {
-            let name = name.as_ref()?;
-            aggregate
-                .group_expr
-                .iter()
-                .position(|expr| matches!(expr, Expr::Column(column) if &column.name == name))
-        };
-        Ok(match (position(&window.start), position(&window.end)) {
-            (Some(column), _) => Some(WindowGroup {
-                column,
-                is_end: false,
-                spec: window.spec,
-            }),
-            (None, Some(column)) => Some(WindowGroup {
-                column,
-                is_end: true,
-                spec: window.spec,
-            }),
-            (None, None) => None,
-        })
-    }
-
-    fn groups(&self, aggregate: &Aggregate) -> Result<(PhysicalExprs, Vec<String>)> {
-        let mut groups = Vec::new();
-        let mut display = Vec::new();
-        for expr in &aggregate.group_expr {
-            if matches!(
-                expr,
-                Expr::GroupingSet(
-                    GroupingSet::Rollup(_) | GroupingSet::Cube(_) | GroupingSet::GroupingSets(_)
-                )
-            ) {
-                return Err(unsupported(
-                    "GROUPING SETS, ROLLUP or CUBE",
-                    "Create one materialized view per grouping.",
-                ));
-            }
-            groups.push(self.physical(expr, &aggregate.input)?);
-            display.push(shown(expr));
-        }
-        Ok((groups, display))
-    }
-
-    fn calls(&self, aggregate: &Aggregate) -> Result<(Vec<AggregateCall>, Vec<String>)> {
-        let input_schema = aggregate.input.schema();
-        let mut calls = Vec::new();
-        let mut display = Vec::new();
-        for expr in &aggregate.aggr_expr {
-            if has_subquery(expr) {
-                return Err(unsupported(
-                    "a subquery",
-                    "Rewrite the subquery as a separate materialized view.",
-                ));
-            }
-            let context = PhysicalPlanningContext::default();
-            let mut builder = LoweredAggregateBuilder::new(
-                expr,
-                input_schema,
-                input_schema.as_arrow(),
-                self.props,
-                &context,
-            )
-            .with_human_display(expr.human_display().to_string());
-            if let Expr::AggregateFunction(_) = expr {
-                builder = builder.with_name(expr.schema_name().to_string());
-            }
-            let lowered = builder.build()?;
-            let (function, filter) = (lowered.aggregate, lowered.filter);
-            if !lowered.order_bys.is_empty() {
-                return Err(unsupported(
-                    "ORDER BY inside an aggregate call",
-                    "Leave out the ORDER BY in the aggregate's arguments.",
-                ));
-            }
-            display.push(expr.human_display().to_string());
-            calls.push(AggregateCall { function, filter });
-        }
-        Ok((calls, display))
-    }
-}
-
-/// An expression as SQL for EXPLAIN (DataFusion's text where it has none).
-fn shown(expr: &Expr) -> String {
-    let expr = match expr {
-        Expr::Alias(alias) => alias.expr.as_ref(),
-        other => other,
-    };
-    match expr {
-        Expr::Column(column) => column.to_string(),
-        other => datafusion::sql::unparser::expr_to_sql(other)
-            .map(|sql| sql.to_string())
-            .unwrap_or_else(|_| other.schema_name().to_string()),
-    }
-}
-
-fn has_subquery(expr: &Expr) -> bool {
-    let mut found = false;
-    let _ = expr.apply(|node| {
-        if matches!(
-            node,
-            Expr::ScalarSubquery(_) | Expr::InSubquery(_) | Expr::Exists(_)
-        ) {
-            found = true;
-        }
-        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-    });
-    found
-}
-
-fn no_watermark(relation: &str, column: Option<&str>) -> WeirError {
-    let column = column.unwrap_or("its time column");
-    WeirError::unsupported(format!(
-        "EMIT ON WINDOW CLOSE needs a watermark on {column} of \"{relation}\""
-    ))
-    .with_hint(format!(
-        "Declare one: CREATE TABLE {relation} (..., WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND), or drop EMIT ON WINDOW CLOSE."
-    ))
-}
-
-/// 0A000 naming the construct a materialized view cannot run yet.
-fn refused(plan: &LogicalPlan) -> WeirError {
-    let (what, hint) = match plan {
-        LogicalPlan::Join(_) => (
-            "a join",
-            "Joins in materialized views are planned; query the tables directly for now.",
-        ),
-        LogicalPlan::Union(_) => ("UNION", "Create one materialized view per branch."),
-        LogicalPlan::Distinct(_) => ("SELECT DISTINCT", "Use GROUP BY over the columns instead."),
-        LogicalPlan::Limit(_) | LogicalPlan::Sort(_) => {
-            ("LIMIT / OFFSET", "Apply LIMIT when querying the view.")
-        }
-        LogicalPlan::Window(_) => (
-            "a window function (OVER ...)",
-            "Use TUMBLE or HOP windows with GROUP BY.",
-        ),
-        LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => (
-            "a query that reads no table",
-            "A materialized view reads a table or another materialized view.",
-        ),
-        LogicalPlan::Unnest(_) => ("unnest", "Unnest when querying the view."),
-        LogicalPlan::RecursiveQuery(_) => ("WITH RECURSIVE", "Query the tables directly."),
-        other => {
-            return unsupported(
-                &other.display().to_string(),
-                "Simplify the query to projections, filters, windows and GROUP BY.",
-            )
-        }
-    };
-    unsupported(what, hint)
 }

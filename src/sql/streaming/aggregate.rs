@@ -1,0 +1,160 @@
+//! Planning GROUP BY: which group column is the window, the emit mode's
+//! requirements, and DataFusion's aggregate expressions for the accumulators.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Aggregate, Expr, GroupingSet};
+use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
+
+use super::errors::{has_subquery, no_watermark, shown, unsupported};
+use super::nodes::{AggregateNode, StreamNode};
+use super::{PhysicalExprs, Planner, Segment, WindowColumns};
+use crate::error::{Result, WeirError};
+use crate::stream::operators::aggregate::{AggregateCall, WindowGroup};
+use crate::stream::EmitMode;
+
+impl Planner<'_> {
+    pub(super) fn aggregate(&mut self, aggregate: &Aggregate) -> Result<Segment> {
+        let mut segment = self.segment(&aggregate.input)?;
+        if segment.updating {
+            return Err(unsupported(
+                "aggregating over a materialized view whose rows are updated (it emits on update)",
+                "Make the inner materialized view EMIT ON WINDOW CLOSE.",
+            ));
+        }
+        let window_group = self.window_group(aggregate, segment.window.as_ref())?;
+        let (groups, display_groups) = self.groups(aggregate)?;
+        let (calls, display_calls) = self.calls(aggregate)?;
+        let watermark = match (&segment.window, &window_group) {
+            (Some(window), Some(_)) if window.watermarked => Some(window.time_name.clone()),
+            _ => None,
+        };
+        if self.emit == EmitMode::OnWindowClose {
+            match (&segment.window, &window_group) {
+                (Some(window), Some(_)) if !window.watermarked => {
+                    return Err(no_watermark(&segment.input, Some(&window.time_name)))
+                }
+                (_, None) => {
+                    return Err(WeirError::unsupported(
+                        "EMIT ON WINDOW CLOSE needs a GROUP BY on window_start or window_end",
+                    )
+                    .with_hint(
+                        "Group by the window columns of TUMBLE(...) or HOP(...), or drop EMIT ON WINDOW CLOSE to see rows update.",
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let schema: SchemaRef = Arc::new(aggregate.schema.as_arrow().clone());
+        segment.watermark = match (&window_group, self.emit) {
+            (Some(group), EmitMode::OnWindowClose) => {
+                Some(schema.field(group.column).name().clone())
+            }
+            _ => None,
+        };
+        segment.updating = self.emit == EmitMode::OnUpdate;
+        segment.window = None;
+        segment.nodes.push(StreamNode::Aggregate(AggregateNode {
+            groups,
+            calls,
+            display_groups,
+            display_calls,
+            window: window_group,
+            emit: self.emit,
+            schema,
+            watermark,
+        }));
+        Ok(segment)
+    }
+
+    /// The group column that names the window, preferring window_start.
+    fn window_group(
+        &self,
+        aggregate: &Aggregate,
+        window: Option<&WindowColumns>,
+    ) -> Result<Option<WindowGroup>> {
+        let Some(window) = window else {
+            return Ok(None);
+        };
+        let position = |name: &Option<String>| {
+            let name = name.as_ref()?;
+            aggregate
+                .group_expr
+                .iter()
+                .position(|expr| matches!(expr, Expr::Column(column) if &column.name == name))
+        };
+        Ok(match (position(&window.start), position(&window.end)) {
+            (Some(column), _) => Some(WindowGroup {
+                column,
+                is_end: false,
+                spec: window.spec,
+            }),
+            (None, Some(column)) => Some(WindowGroup {
+                column,
+                is_end: true,
+                spec: window.spec,
+            }),
+            (None, None) => None,
+        })
+    }
+
+    fn groups(&self, aggregate: &Aggregate) -> Result<(PhysicalExprs, Vec<String>)> {
+        let mut groups = Vec::new();
+        let mut display = Vec::new();
+        for expr in &aggregate.group_expr {
+            if matches!(
+                expr,
+                Expr::GroupingSet(
+                    GroupingSet::Rollup(_) | GroupingSet::Cube(_) | GroupingSet::GroupingSets(_)
+                )
+            ) {
+                return Err(unsupported(
+                    "GROUPING SETS, ROLLUP or CUBE",
+                    "Create one materialized view per grouping.",
+                ));
+            }
+            groups.push(self.physical(expr, &aggregate.input)?);
+            display.push(shown(expr));
+        }
+        Ok((groups, display))
+    }
+
+    fn calls(&self, aggregate: &Aggregate) -> Result<(Vec<AggregateCall>, Vec<String>)> {
+        let input_schema = aggregate.input.schema();
+        let mut calls = Vec::new();
+        let mut display = Vec::new();
+        for expr in &aggregate.aggr_expr {
+            if has_subquery(expr) {
+                return Err(unsupported(
+                    "a subquery",
+                    "Rewrite the subquery as a separate materialized view.",
+                ));
+            }
+            let context = PhysicalPlanningContext::default();
+            let mut builder = LoweredAggregateBuilder::new(
+                expr,
+                input_schema,
+                input_schema.as_arrow(),
+                self.props,
+                &context,
+            )
+            .with_human_display(expr.human_display().to_string());
+            if let Expr::AggregateFunction(_) = expr {
+                builder = builder.with_name(expr.schema_name().to_string());
+            }
+            let lowered = builder.build()?;
+            let (function, filter) = (lowered.aggregate, lowered.filter);
+            if !lowered.order_bys.is_empty() {
+                return Err(unsupported(
+                    "ORDER BY inside an aggregate call",
+                    "Leave out the ORDER BY in the aggregate's arguments.",
+                ));
+            }
+            display.push(expr.human_display().to_string());
+            calls.push(AggregateCall { function, filter });
+        }
+        Ok((calls, display))
+    }
+}
