@@ -126,3 +126,38 @@ fn psql_session_survives_a_typo() {
         "{output}"
     );
 }
+
+/// The example of ../shared/design.md, pasted into psql as written (with
+/// real rows where the design has `...`).
+#[test]
+fn design_example_runs_in_psql() {
+    let server = TestServer::start();
+    let output = psql(
+        &server,
+        "-- a stream of page views; events may arrive up to 5 seconds out of order
+CREATE TABLE page_views (
+    user_id   BIGINT,
+    url       TEXT,
+    viewed_at TIMESTAMP,
+    WATERMARK FOR viewed_at AS viewed_at - INTERVAL '5' SECOND
+) APPEND ONLY;
+
+-- unique users per 5-minute window, final rows only once a window closes
+CREATE MATERIALIZED VIEW unique_users AS
+SELECT window_start, window_end, COUNT(DISTINCT user_id) AS users
+FROM TUMBLE(page_views, viewed_at, INTERVAL '5' MINUTE)
+GROUP BY window_start, window_end
+EMIT ON WINDOW CLOSE;
+
+INSERT INTO page_views VALUES (1, '/a', '2026-01-01 10:00:01'), (2, '/b', '2026-01-01 10:01:00'),
+  (1, '/c', '2026-01-01 10:04:59'), (3, '/a', '2026-01-01 10:05:10');
+SELECT * FROM unique_users ORDER BY window_start;   -- ad-hoc query of the view
+",
+    );
+    assert!(!output.contains("ERROR"), "{output}");
+    assert!(
+        output.contains("2026-01-01 10:00:00 | 2026-01-01 10:05:00 |     2"),
+        "{output}"
+    );
+    assert!(output.contains("(1 row)"), "{output}");
+}
