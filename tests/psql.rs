@@ -1,5 +1,5 @@
-//! psql itself against weir: its catalog commands (\dt, \d, \l, \dn) and a
-//! typo that leaves the session connected.
+//! psql itself against weir: its catalog commands (\dt, \dm, \d, \l, \dn),
+//! a typo that leaves the session connected, and the design's example.
 
 mod common;
 
