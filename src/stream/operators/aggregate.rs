@@ -132,13 +132,6 @@ impl AggregateOperator {
             .collect()
     }
 
-    fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
-        self.calls
-            .iter()
-            .map(|call| Ok(call.function.create_accumulator()?))
-            .collect()
-    }
-
     fn emit_rows(&self, emitted: Emitted, output: &mut Output) -> Result<()> {
         if emitted.is_empty() {
             return Ok(());
@@ -170,6 +163,13 @@ impl AggregateOperator {
         }));
         Ok(())
     }
+}
+
+fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulator>>> {
+    calls
+        .iter()
+        .map(|call| Ok(call.function.create_accumulator()?))
+        .collect()
 }
 
 fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue>> {
@@ -250,10 +250,14 @@ impl Operator for AggregateOperator {
         let mut emitted = Vec::new();
         for (end, key, indices) in members {
             let indices = UInt32Array::from(indices);
-            let fresh = self.new_accumulators()?;
             let bin = self.bins.entry(end).or_default();
             let existed = bin.contains_key(key);
-            let accumulators = bin.entry(key.to_vec()).or_insert(fresh);
+            if !existed {
+                bin.insert(key.to_vec(), new_accumulators(&self.calls)?);
+            }
+            let accumulators = bin
+                .get_mut(key)
+                .ok_or_else(|| WeirError::internal("a group vanished"))?;
             if self.emit == EmitMode::OnUpdate && existed {
                 emitted.push((key.to_vec(), evaluate(accumulators)?, -1));
             }
