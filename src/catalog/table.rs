@@ -12,8 +12,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use async_trait::async_trait;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::ipc::reader::StreamReader;
-use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::Session as DataFusionSession;
 use datafusion::common::{Constraints, DataFusionError};
@@ -29,6 +27,7 @@ use futures::StreamExt;
 use super::unique::UniqueIndex;
 use super::WatermarkDefinition;
 use crate::error::{Result, WeirError};
+use crate::state::batch_codec::{decode_batches, encode_batch};
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::dataflow::source_messages;
 use crate::stream::{Message, WatermarkTracker};
@@ -125,7 +124,7 @@ impl TableLog {
         let mut rows = Vec::new();
         let mut next_sequence = 0;
         for (stored_key, value) in store.scan_prefix(&rows_prefix(id))? {
-            rows.extend(decode_batches(&stored_key, &value, &schema)?);
+            rows.extend(decode_entry(&stored_key, &value, &schema)?);
             next_sequence = sequence_of(&stored_key) + 1;
         }
         let mut tracker = match watermark {
@@ -311,32 +310,17 @@ fn sequence_of(stored_key: &[u8]) -> u64 {
     u64::from_be_bytes(bytes)
 }
 
-fn encode_batch(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let mut buffer = Vec::new();
-    let mut writer = StreamWriter::try_new(&mut buffer, &batch.schema())
-        .and_then(|mut writer| writer.write(batch).map(|_| writer))
-        .map_err(DataFusionError::from)?;
-    writer.finish().map_err(DataFusionError::from)?;
-    drop(writer);
-    Ok(buffer)
-}
-
-fn decode_batches(stored_key: &[u8], value: &[u8], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let corrupt = |error: String| {
-        WeirError::new(
-            crate::error::sqlstate::DATA_CORRUPTED,
-            format!(
-                "table rows at {:?} cannot be decoded: {error}",
-                String::from_utf8_lossy(stored_key)
-            ),
-        )
-    };
-    let reader = StreamReader::try_new(value, None).map_err(|error| corrupt(error.to_string()))?;
-    reader
+fn decode_entry(stored_key: &[u8], value: &[u8], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let what = format!("table rows at {:?}", String::from_utf8_lossy(stored_key));
+    decode_batches(value, &what)?
+        .into_iter()
         .map(|batch| {
-            let batch = batch.map_err(|error| corrupt(error.to_string()))?;
-            RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                .map_err(|error| corrupt(error.to_string()))
+            RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|error| {
+                WeirError::new(
+                    crate::error::sqlstate::DATA_CORRUPTED,
+                    format!("{what} do not match the table: {error}"),
+                )
+            })
         })
         .collect()
 }

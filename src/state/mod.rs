@@ -3,6 +3,7 @@
 //! wrapped in an envelope with a format version and a CRC32 so corruption is
 //! reported as an error instead of being decoded into wrong rows.
 
+pub mod batch_codec;
 mod envelope;
 mod sled_store;
 

@@ -3,6 +3,7 @@
 //! write to a table through the views that depend on it before the write
 //! is acknowledged (read-your-writes).
 
+pub mod checkpoint;
 pub mod dataflow;
 pub mod message;
 pub mod operator;

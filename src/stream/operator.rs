@@ -3,6 +3,7 @@
 //! runtime (`dataflow`), not the operator, merges watermarks from inputs and
 //! will align barriers when operators get several inputs.
 
+use super::checkpoint::{StateReader, StateWriter};
 use super::message::{Chunk, Message};
 use crate::error::Result;
 
@@ -22,9 +23,21 @@ pub trait Operator: Send {
         Ok(())
     }
 
-    /// A checkpoint barrier: snapshot state, then forward it.
+    /// A checkpoint barrier: the runtime has already called `checkpoint`;
+    /// forward it.
     fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
         output.push(Message::Barrier(epoch));
+        Ok(())
+    }
+
+    /// Writes what changed in the operator's state since the last
+    /// checkpoint (stateless operators write nothing).
+    fn checkpoint(&mut self, _state: &mut StateWriter) -> Result<()> {
+        Ok(())
+    }
+
+    /// Loads the state the last checkpoint holds, before any message.
+    fn restore(&mut self, _state: &StateReader) -> Result<()> {
         Ok(())
     }
 }

@@ -5,7 +5,7 @@
 //! watermark at or past their window's end are late: dropped and counted.
 //! Without a window there is one bin that never closes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -19,8 +19,10 @@ use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::aggregate_state::{decode_bin, encode_bin};
 use super::window::{nanoseconds, WindowSpec};
 use crate::error::{Result, WeirError};
+use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{without_nulls, Chunk, Message};
 use crate::stream::operator::{Operator, Output};
 use crate::stream::EmitMode;
@@ -40,7 +42,7 @@ pub struct WindowGroup {
 }
 
 /// One window's groups: group key (row format) -> accumulators.
-type Bin = HashMap<Vec<u8>, Vec<Box<dyn Accumulator>>>;
+pub type Bin = HashMap<Vec<u8>, Vec<Box<dyn Accumulator>>>;
 
 /// A window bin's key when the aggregate has no window.
 const UNWINDOWED: i64 = i64::MAX;
@@ -57,6 +59,10 @@ pub struct AggregateOperator {
     bins: BTreeMap<i64, Bin>,
     watermark: Option<i64>,
     late_rows: Arc<AtomicU64>,
+    /// Bins changed and bins closed since the last checkpoint: a
+    /// checkpoint writes only those.
+    changed: BTreeSet<i64>,
+    closed: BTreeSet<i64>,
 }
 
 /// Rows to emit: group key, aggregate values, diff.
@@ -85,6 +91,8 @@ impl AggregateOperator {
             bins: BTreeMap::new(),
             watermark: None,
             late_rows,
+            changed: BTreeSet::new(),
+            closed: BTreeSet::new(),
         })
     }
 
@@ -165,7 +173,15 @@ impl AggregateOperator {
     }
 }
 
-fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulator>>> {
+/// The checkpoint entry of the bin ending at `end`.
+fn bin_name(end: i64) -> Vec<u8> {
+    let mut name = b"bin/".to_vec();
+    name.extend_from_slice(&end.to_be_bytes());
+    name
+}
+
+/// Fresh accumulators for a new group.
+pub fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulator>>> {
     calls
         .iter()
         .map(|call| Ok(call.function.create_accumulator()?))
@@ -204,6 +220,31 @@ fn arguments_for(
 impl Operator for AggregateOperator {
     fn name(&self) -> &'static str {
         "Aggregate"
+    }
+
+    fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        for end in std::mem::take(&mut self.closed) {
+            state.delete(&bin_name(end));
+        }
+        for end in std::mem::take(&mut self.changed) {
+            if let Some(bin) = self.bins.get_mut(&end) {
+                state.put(&bin_name(end), encode_bin(bin)?);
+            }
+        }
+        if let Some(watermark) = self.watermark {
+            state.put(b"watermark", encode_i64(watermark));
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, state: &StateReader) -> Result<()> {
+        self.watermark = state.get(b"watermark").and_then(decode_i64);
+        for (name, value) in state.with_prefix(b"bin/") {
+            let end = decode_i64(&name[4..])
+                .ok_or_else(|| WeirError::internal("malformed checkpoint key"))?;
+            self.bins.insert(end, decode_bin(&self.calls, value)?);
+        }
+        Ok(())
     }
 
     fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
@@ -249,6 +290,7 @@ impl Operator for AggregateOperator {
 
         let mut emitted = Vec::new();
         for (end, key, indices) in members {
+            self.changed.insert(end);
             let indices = UInt32Array::from(indices);
             let bin = self.bins.entry(end).or_default();
             let existed = bin.contains_key(key);
@@ -285,6 +327,10 @@ impl Operator for AggregateOperator {
         // Bins with end <= watermark are complete.
         let open = self.bins.split_off(&watermark_ns.saturating_add(1));
         let complete = std::mem::replace(&mut self.bins, open);
+        for end in complete.keys() {
+            self.changed.remove(end);
+            self.closed.insert(*end);
+        }
         if self.emit == EmitMode::OnWindowClose {
             let mut emitted = Vec::new();
             for (_, bin) in complete {
@@ -433,6 +479,46 @@ mod tests {
         aggregate.on_watermark(25, &mut output).unwrap();
         assert_eq!(rows(&output), vec![(10, "a".into(), 2, 1)]);
         assert!(aggregate.bins.is_empty(), "closed windows leave no state");
+    }
+
+    #[test]
+    fn a_restored_checkpoint_continues_like_the_original() {
+        use crate::state::{SledStore, StateStore, WriteBatch};
+        use crate::stream::checkpoint::{StateReader, StateWriter};
+        let directory = tempfile::tempdir().unwrap();
+        let store = SledStore::open(directory.path()).unwrap();
+        let checkpoint = |aggregate: &mut AggregateOperator| {
+            let mut batch = WriteBatch::new();
+            aggregate
+                .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
+                .unwrap();
+            store.commit(batch).unwrap();
+        };
+        let (mut original, _) = operator(EmitMode::OnWindowClose);
+        let mut ignored = Vec::new();
+        let first = chunk(&[("a", 0), ("b", 10), ("a", 20)], &[None, Some(1), Some(2)]);
+        original.on_batch(first, &mut ignored).unwrap();
+        original.on_watermark(10, &mut ignored).unwrap();
+        checkpoint(&mut original);
+        original
+            .on_batch(chunk(&[("b", 20)], &[Some(10)]), &mut ignored)
+            .unwrap();
+        // Only the changed bin is rewritten; the closed one is deleted.
+        checkpoint(&mut original);
+
+        let entries = store
+            .scan_prefix(b"op/")
+            .unwrap()
+            .into_iter()
+            .map(|(key, value)| (key[3..].to_vec(), value))
+            .collect();
+        let (mut restored, _) = operator(EmitMode::OnWindowClose);
+        restored.restore(&StateReader { entries }).unwrap();
+        let (mut expected, mut actual) = (Vec::new(), Vec::new());
+        original.on_watermark(40, &mut expected).unwrap();
+        restored.on_watermark(40, &mut actual).unwrap();
+        assert_eq!(rows(&actual), rows(&expected));
+        assert_eq!(rows(&actual).len(), 3);
     }
 
     #[test]

@@ -11,6 +11,8 @@ use datafusion::arrow::compute::{concat_batches, lexsort_to_indices, SortColumn}
 
 use super::window::nanoseconds;
 use crate::error::Result;
+use crate::state::batch_codec::{decode_batches, encode_batch};
+use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Operator, Output};
 
@@ -19,6 +21,8 @@ pub struct EmitOnCloseOperator {
     pending: Vec<Chunk>,
     watermark: Option<i64>,
     late_rows: Arc<AtomicU64>,
+    /// Whether `pending` changed since the last checkpoint.
+    changed: bool,
 }
 
 impl EmitOnCloseOperator {
@@ -28,6 +32,7 @@ impl EmitOnCloseOperator {
             pending: Vec::new(),
             watermark: None,
             late_rows,
+            changed: false,
         }
     }
 }
@@ -55,10 +60,44 @@ impl Operator for EmitOnCloseOperator {
         self.late_rows.fetch_add(late as u64, Ordering::Relaxed);
         let kept = chunk.filter(&on_time)?;
         if kept.num_rows() > 0 {
+            self.changed = true;
             self.pending.push(Chunk {
                 watermarks: None,
                 ..kept
             });
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        if let Some(watermark) = self.watermark {
+            state.put(b"watermark", encode_i64(watermark));
+        }
+        if !std::mem::take(&mut self.changed) {
+            return Ok(());
+        }
+        match self.pending.first() {
+            None => state.delete(b"pending"),
+            Some(first) => {
+                let rows: Vec<_> = self
+                    .pending
+                    .iter()
+                    .map(|chunk| chunk.rows.clone())
+                    .collect();
+                let all = concat_batches(&first.rows.schema(), &rows)?;
+                state.put(b"pending", encode_batch(&all)?);
+            }
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, state: &StateReader) -> Result<()> {
+        self.watermark = state.get(b"watermark").and_then(decode_i64);
+        if let Some(value) = state.get(b"pending") {
+            self.pending = decode_batches(value, "rows waiting for the watermark")?
+                .into_iter()
+                .map(Chunk::inserts)
+                .collect();
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! `AggregateOperator`).
 
 pub mod aggregate;
+mod aggregate_state;
 pub mod emit_on_close;
 pub mod filter;
 pub mod materialize;

@@ -1,0 +1,52 @@
+//! Arrow record batches as stored values (Arrow IPC stream format).
+
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::{sqlstate, Result, WeirError};
+
+pub fn encode_batch(batch: &RecordBatch) -> Result<Vec<u8>> {
+    let mut buffer = Vec::new();
+    let mut writer = StreamWriter::try_new(&mut buffer, &batch.schema())?;
+    writer.write(batch)?;
+    writer.finish()?;
+    drop(writer);
+    Ok(buffer)
+}
+
+/// The batches in `value`; `what` names the value in the corruption error.
+pub fn decode_batches(value: &[u8], what: &str) -> Result<Vec<RecordBatch>> {
+    let corrupt = |error: String| {
+        WeirError::new(
+            sqlstate::DATA_CORRUPTED,
+            format!("{what} cannot be decoded: {error}"),
+        )
+    };
+    let reader = StreamReader::try_new(value, None).map_err(|error| corrupt(error.to_string()))?;
+    reader
+        .map(|batch| batch.map_err(|error| corrupt(error.to_string())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+    use std::sync::Arc;
+
+    #[test]
+    fn batches_round_trip_and_garbage_is_corruption() {
+        let batch = RecordBatch::try_from_iter([(
+            "n",
+            Arc::new(Int64Array::from(vec![1, 2])) as datafusion::arrow::array::ArrayRef,
+        )])
+        .unwrap();
+        let decoded = decode_batches(&encode_batch(&batch).unwrap(), "test").unwrap();
+        assert_eq!(decoded, vec![batch]);
+        assert_eq!(
+            decode_batches(b"nonsense", "test").unwrap_err().code,
+            "XX001"
+        );
+    }
+}

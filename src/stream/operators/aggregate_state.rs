@@ -1,0 +1,84 @@
+//! An aggregate's window bin in a checkpoint: one Arrow batch with the group
+//! key (row format) and each accumulator's `state()` columns; restored by
+//! `merge_batch` into fresh accumulators — DataFusion's own partial-aggregate
+//! contract, so every aggregate checkpoints without code of its own.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BinaryArray};
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
+
+use super::aggregate::{new_accumulators, AggregateCall, Bin};
+use crate::error::{Result, WeirError};
+use crate::state::batch_codec::{decode_batches, encode_batch};
+
+pub fn encode_bin(bin: &mut Bin) -> Result<Vec<u8>> {
+    let mut keys = Vec::with_capacity(bin.len());
+    let mut states: Vec<Vec<ScalarValue>> = Vec::new();
+    for (key, accumulators) in bin.iter_mut() {
+        keys.push(key.as_slice());
+        let mut column = 0;
+        for accumulator in accumulators.iter_mut() {
+            for value in accumulator.state()? {
+                if states.len() <= column {
+                    states.push(Vec::with_capacity(keys.capacity()));
+                }
+                states[column].push(value);
+                column += 1;
+            }
+        }
+    }
+    let mut fields = vec![Field::new(
+        "key",
+        datafusion::arrow::datatypes::DataType::Binary,
+        false,
+    )];
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(BinaryArray::from_iter_values(keys))];
+    for (index, values) in states.into_iter().enumerate() {
+        let array = ScalarValue::iter_to_array(values)?;
+        fields.push(Field::new(
+            format!("state_{index}"),
+            array.data_type().clone(),
+            true,
+        ));
+        columns.push(array);
+    }
+    encode_batch(&RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
+pub fn decode_bin(calls: &[AggregateCall], value: &[u8]) -> Result<Bin> {
+    let mut bin = Bin::new();
+    let widths = calls
+        .iter()
+        .map(|call| Ok(call.function.state_fields()?.len()))
+        .collect::<Result<Vec<usize>>>()?;
+    for batch in decode_batches(value, "an aggregate's checkpointed window")? {
+        let expected = 1 + widths.iter().sum::<usize>();
+        if batch.num_columns() != expected {
+            return Err(WeirError::new(
+                crate::error::sqlstate::DATA_CORRUPTED,
+                "an aggregate's checkpointed window does not match the view",
+            ));
+        }
+        let keys = batch.column(0).as_binary::<i32>();
+        for row in 0..batch.num_rows() {
+            let mut accumulators = new_accumulators(calls)?;
+            let mut column = 1;
+            for (accumulator, width) in accumulators.iter_mut().zip(&widths) {
+                let states: Vec<ArrayRef> = batch.columns()[column..column + width]
+                    .iter()
+                    .map(|array| array.slice(row, 1))
+                    .collect();
+                accumulator.merge_batch(&states)?;
+                column += width;
+            }
+            bin.insert(keys.value(row).to_vec(), accumulators);
+        }
+    }
+    Ok(bin)
+}
