@@ -39,6 +39,9 @@ struct ServeOptions {
     /// Directory holding all durable state.
     #[arg(long, env = "WEIR_DATA_DIR", default_value = "./weir-data")]
     data_dir: PathBuf,
+    /// How often materialized views' running state is checkpointed (0: never).
+    #[arg(long, env = "WEIR_CHECKPOINT_INTERVAL_MS", default_value_t = weir::engine::checkpoint::DEFAULT_CHECKPOINT_INTERVAL_MS)]
+    checkpoint_interval_ms: u64,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -135,6 +138,11 @@ async fn bench(options: BenchOptions) -> weir::error::Result<()> {
 
 async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     let engine = Engine::open(&options.data_dir).await?;
+    if options.checkpoint_interval_ms > 0 {
+        engine.start_checkpoints(std::time::Duration::from_millis(
+            options.checkpoint_interval_ms,
+        ));
+    }
     let listener = server::bind(&options.listen).await?;
     let address = listener
         .local_addr()

@@ -134,6 +134,10 @@ impl Catalog {
         logs.get(name).cloned()
     }
 
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
     /// The DataFusion provider registered for `name` in weir's schema.
     pub fn provider(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
         // The in-memory schema provider answers at once.

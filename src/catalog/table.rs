@@ -198,15 +198,30 @@ impl TableLog {
     /// (same watermark per row), for backfilling a new view or rebuilding
     /// views on start.
     pub fn history(&self) -> Result<Vec<Message>> {
+        self.history_from(0)
+    }
+
+    /// The history after the first `offset` rows (recovery from a
+    /// checkpoint); the skipped rows still move the watermark.
+    pub fn history_from(&self, offset: u64) -> Result<Vec<Message>> {
         let mut tracker = self.watermark.as_ref().map(|tracker| {
             tracker
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .restarted()
         });
+        let mut skip = offset as usize;
         let mut messages = Vec::new();
         for batch in self.snapshot() {
-            messages.extend(source_messages(batch, tracker.as_mut())?);
+            let skipped = skip.min(batch.num_rows());
+            skip -= skipped;
+            if let Some(tracker) = tracker.as_mut() {
+                tracker.advance(&batch.slice(0, skipped))?;
+            }
+            if skipped < batch.num_rows() {
+                let tail = batch.slice(skipped, batch.num_rows() - skipped);
+                messages.extend(source_messages(tail, tracker.as_mut())?);
+            }
         }
         Ok(messages)
     }

@@ -17,6 +17,8 @@ use crate::catalog::{RelationDefinition, RelationKind};
 use crate::error::{Result, WeirError};
 use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
+use crate::state::WriteBatch;
+use crate::stream::checkpoint::view_prefix;
 use crate::stream::dataflow::ViewPipeline;
 use crate::stream::{Chunk, Message};
 
@@ -123,7 +125,7 @@ impl Engine {
         )?;
         let input = plan.input.clone();
         let output = plan.output.clone();
-        let pipeline = pipeline(&name, plan, result.clone())?;
+        let pipeline = pipeline(definition.id, &name, plan, result.clone())?;
         // A table's history is read with its writes paused; a view's under
         // the dataflow lock (views change only under it).
         let table = self.catalog.table(&input);
@@ -132,6 +134,7 @@ impl Engine {
             None => None,
         };
         let table_history = table.as_ref().map(|log| log.history()).transpose()?;
+        let table_rows = table.as_ref().map(|log| log.row_count() as u64);
         let dataflow = self.dataflow.clone();
         let catalog = self.catalog.clone();
         let view_name = name.clone();
@@ -148,12 +151,23 @@ impl Engine {
                 Some(history) => history,
                 None => view_history(catalog.view_result(&input))?,
             };
-            flow.add_view(definition.id, pipeline);
+            flow.add_view(pipeline);
+            let view_id = definition.id;
             let backfilled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 flow.push_to(Some(&view_name), &input, history)
             }))
             .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));
+            // The view's state goes into a checkpoint committed with it, so a
+            // restart never has a view without state.
             let outcome = backfilled
+                .and_then(|mut writes| {
+                    if let Some(rows) = table_rows {
+                        flow.set_offset(&input, rows);
+                    }
+                    writes.delete_prefix(view_prefix(view_id));
+                    Engine::checkpoint_into(&mut flow, &mut writes)?;
+                    Ok(writes)
+                })
                 .and_then(|writes| catalog.commit_materialized_view(definition, result, writes));
             if outcome.is_err() {
                 flow.remove_failed_view(&view_name);
@@ -180,9 +194,15 @@ impl Engine {
         }
         // Under the dataflow lock, so no write is applying changes to it.
         let mut flow = self.dataflow.lock();
+        let id = self.catalog.get(name).map(|definition| definition.id);
         self.catalog
             .drop_relation(name, RelationKind::MaterializedView)?;
         flow.remove_view(name);
+        if let Some(id) = id {
+            let mut state = WriteBatch::new();
+            state.delete_prefix(view_prefix(id));
+            self.catalog.store().commit(state)?;
+        }
         drop(flow);
         self.view_streams().remove(name);
         Ok(CommandDone::new(tag))
@@ -202,38 +222,10 @@ impl Engine {
             .catalog
             .restore_materialized_view(definition, plan.schema.clone())?;
         let output = plan.output.clone();
-        let pipeline = pipeline(&name, plan, result)?;
-        self.dataflow.lock().add_view(id, pipeline);
+        let pipeline = pipeline(id, &name, plan, result)?;
+        self.dataflow.lock().add_view(pipeline);
         self.view_streams().insert(name, output);
         Ok(())
-    }
-
-    /// Rebuilds every view's operator state by replaying the tables' logs
-    /// (their stored rows are already current, so they are not rewritten).
-    pub(super) fn replay_views(&self) -> Result<()> {
-        let mut flow = self.dataflow.lock();
-        // Holding the lock keeps writers out until the views are rebuilt.
-        flow.set_repaired();
-        flow.set_replaying(true);
-        let outcome = self
-            .catalog
-            .definitions()
-            .into_iter()
-            .filter(|definition| definition.kind == RelationKind::Table)
-            .try_for_each(|definition| {
-                if !flow.has_readers(&definition.name) {
-                    return Ok(());
-                }
-                let Some(log) = self.catalog.table(&definition.name) else {
-                    return Ok(());
-                };
-                flow.push(&definition.name, log.history()?).map(|_| ())
-            });
-        flow.set_replaying(false);
-        if outcome.is_err() {
-            flow.mark_broken();
-        }
-        outcome
     }
 
     /// After a write failed part-way through the views, brings every view
@@ -263,18 +255,30 @@ impl Engine {
             };
             self.restore_materialized_view(definition, &view).await?;
         }
-        self.replay_views()
+        // Back to the stored rows; state from the last checkpoint.
+        self.recover_views()
     }
 }
 
-fn pipeline(name: &str, plan: StreamPlan, result: Arc<ViewResult>) -> Result<ViewPipeline> {
+fn pipeline(
+    id: u64,
+    name: &str,
+    plan: StreamPlan,
+    result: Arc<ViewResult>,
+) -> Result<ViewPipeline> {
     let late_rows = result.late_rows.clone();
     let operators = plan
         .nodes
         .into_iter()
         .map(|node| node.operator(&late_rows))
         .collect::<Result<Vec<_>>>()?;
-    Ok(ViewPipeline::new(name, vec![plan.input], operators, result))
+    Ok(ViewPipeline::new(
+        id,
+        name,
+        vec![plan.input],
+        operators,
+        result,
+    ))
 }
 
 /// A materialized view's current rows as the messages a new reader starts from.

@@ -1,6 +1,7 @@
 //! The database a server serves: the state store, the catalog and the shared
 //! DataFusion context. Opening an engine recovers every stored relation.
 
+pub mod checkpoint;
 mod ddl;
 mod materialized;
 pub mod sql_types;
@@ -36,6 +37,7 @@ pub struct Engine {
     data_directory: PathBuf,
     dataflow: SharedDataflow,
     view_streams: materialized::ViewStreams,
+    checkpoints: checkpoint::CheckpointHistory,
 }
 
 impl Engine {
@@ -67,6 +69,7 @@ impl Engine {
             data_directory: data_directory.to_path_buf(),
             dataflow,
             view_streams: Default::default(),
+            checkpoints: Default::default(),
         };
         engine.recover().await?;
         Ok(Arc::new(engine))
@@ -132,7 +135,7 @@ impl Engine {
             })?;
             self.restore(definition, plan)?;
         }
-        self.replay_views()?;
+        self.recover_views()?;
         let relations = self.catalog.definitions().len();
         tracing::info!(relations, "catalog recovered");
         Ok(())

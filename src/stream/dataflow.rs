@@ -1,106 +1,49 @@
-//! The runtime: every materialized view is a chain of operators ending in a
-//! `MaterializeOperator`. A write to a table (or a change to a view) is pushed
-//! through every view that reads it, then through their readers, inside the
-//! writer's critical section, so the write is acknowledged only once all
-//! dependent views reflect it (read-your-writes). The runtime merges input
-//! watermarks (minimum over inputs, never going back) so operators only see
-//! a single, monotone watermark.
+//! The runtime: every materialized view is a `ViewPipeline`, a chain of
+//! operators ending in a `MaterializeOperator`. A write to a table (or a
+//! change to a view) is pushed through every view that reads it, then
+//! through their readers, inside the writer's critical section, so the write
+//! is acknowledged only once all dependent views reflect it
+//! (read-your-writes).
+//!
+//! A checkpoint sends a `Barrier(epoch)` from every table; each operator
+//! writes what changed in its state when the barrier passes it, and the
+//! epoch record (epoch, every table's offset) goes into the same atomic
+//! batch. Recovery restores operators from it and replays each table from
+//! its offset.
 //!
 //! Execution is synchronous in the writer's (blocking) task: deterministic,
 //! no channels to size, and nothing to wait for on FLUSH. Partition-parallel
 //! execution behind an exchange is the direction in docs/architecture.md.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
 
 use super::message::{Chunk, Message};
-use super::operator::{run, Operator};
-use super::operators::MaterializeOperator;
+pub use super::pipeline::ViewPipeline;
 use super::WatermarkTracker;
-use crate::catalog::view_result::ViewResult;
 use crate::error::{Result, WeirError};
-use crate::state::WriteBatch;
+use crate::state::{key, WriteBatch};
 
-/// One materialized view's running operators.
-pub struct ViewPipeline {
-    pub name: String,
-    /// The relations it reads (one today).
-    pub inputs: Vec<String>,
-    operators: Vec<Box<dyn Operator>>,
-    sink: MaterializeOperator,
-    watermarks: WatermarkMerge,
+/// The key of the last committed checkpoint's record.
+pub fn epoch_key() -> Vec<u8> {
+    key(&[b"checkpoint", b"epoch"])
 }
 
-impl ViewPipeline {
-    pub fn new(
-        name: &str,
-        inputs: Vec<String>,
-        operators: Vec<Box<dyn Operator>>,
-        result: Arc<ViewResult>,
-    ) -> Self {
-        ViewPipeline {
-            name: name.to_string(),
-            watermarks: WatermarkMerge::new(&inputs),
-            inputs,
-            operators,
-            sink: MaterializeOperator::new(result),
-        }
-    }
-
-    /// Runs `messages` from `input` through the chain; returns the view's changes.
-    fn process(&mut self, input: &str, messages: Vec<Message>) -> Result<Vec<Message>> {
-        let mut current = Vec::with_capacity(messages.len());
-        for message in messages {
-            match message {
-                Message::Watermark(watermark) => {
-                    if let Some(merged) = self.watermarks.advance(input, watermark) {
-                        current.push(Message::Watermark(merged));
-                    }
-                }
-                other => current.push(other),
-            }
-        }
-        for operator in &mut self.operators {
-            current = run(operator.as_mut(), current)?;
-        }
-        run(&mut self.sink, current)
-    }
+/// Every operator's checkpointed state.
+pub fn operator_state_prefix() -> Vec<u8> {
+    key(&[b"checkpoint", b"op", b""])
 }
 
-/// The minimum watermark over a view's inputs; None until every input has one.
-#[derive(Debug, Clone)]
-pub struct WatermarkMerge {
-    inputs: HashMap<String, Option<i64>>,
-    merged: Option<i64>,
-}
-
-impl WatermarkMerge {
-    pub fn new(inputs: &[String]) -> Self {
-        WatermarkMerge {
-            inputs: inputs.iter().map(|input| (input.clone(), None)).collect(),
-            merged: None,
-        }
-    }
-
-    /// Records `input`'s watermark; returns the merged one if it advanced.
-    pub fn advance(&mut self, input: &str, watermark: i64) -> Option<i64> {
-        let slot = self.inputs.get_mut(input)?;
-        *slot = Some(slot.map_or(watermark, |current| current.max(watermark)));
-        let minimum = self
-            .inputs
-            .values()
-            .copied()
-            .collect::<Option<Vec<i64>>>()?
-            .into_iter()
-            .min()?;
-        if self.merged.is_some_and(|merged| merged >= minimum) {
-            return None;
-        }
-        self.merged = Some(minimum);
-        self.merged
-    }
+/// What a committed checkpoint covers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    pub epoch: u64,
+    /// Rows of each table the checkpointed state has seen.
+    pub offsets: BTreeMap<String, u64>,
+    pub unix_ms: u64,
 }
 
 #[derive(Default)]
@@ -110,11 +53,20 @@ pub struct Dataflow {
     /// Set when a push failed part-way: operator state may be ahead of what
     /// was committed, so views must be rebuilt before the next write.
     broken: bool,
+    /// Rows of each table pushed through the views so far.
+    offsets: BTreeMap<String, u64>,
+    epoch: u64,
+    /// Something changed since the last checkpoint.
+    changed: bool,
+    /// The next checkpoint replaces all stored operator state (after a
+    /// rebuild from scratch).
+    full_checkpoint: bool,
 }
 
 impl Dataflow {
-    pub fn add_view(&mut self, id: u64, pipeline: ViewPipeline) {
-        self.views.insert(id, pipeline);
+    pub fn add_view(&mut self, pipeline: ViewPipeline) {
+        self.views.insert(pipeline.id, pipeline);
+        self.changed = true;
     }
 
     pub fn remove_view(&mut self, name: &str) {
@@ -158,6 +110,43 @@ impl Dataflow {
         }
     }
 
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Where recovery starts: the restored checkpoint's epoch and offsets,
+    /// or (None) a rebuild from scratch whose first checkpoint is full.
+    pub fn start_from(&mut self, record: Option<&EpochRecord>) {
+        match record {
+            Some(record) => {
+                self.epoch = record.epoch;
+                self.offsets = record.offsets.clone();
+            }
+            None => {
+                self.offsets.clear();
+                self.full_checkpoint = true;
+            }
+        }
+        self.changed = true;
+    }
+
+    pub fn offset(&self, table: &str) -> u64 {
+        self.offsets.get(table).copied().unwrap_or(0)
+    }
+
+    /// A table the views have now seen all `rows` of (a new view read its
+    /// whole history while its writes were paused).
+    pub fn set_offset(&mut self, table: &str, rows: u64) {
+        self.offsets.insert(table.to_string(), rows);
+        self.changed = true;
+    }
+
+    /// Counts `rows` of `table` as seen by the views.
+    pub fn advance_offset(&mut self, table: &str, rows: u64) {
+        *self.offsets.entry(table.to_string()).or_insert(0) += rows;
+        self.changed = true;
+    }
+
     /// Pushes `messages` from `source` through every view reading it, and
     /// on through views reading those; returns the writes to commit.
     pub fn push(&mut self, source: &str, messages: Vec<Message>) -> Result<WriteBatch> {
@@ -174,11 +163,13 @@ impl Dataflow {
         if self.broken {
             return Err(views_rebuilding());
         }
-        let outcome = self.propagate(only, source, messages);
+        let mut writes = WriteBatch::new();
+        let outcome = self.propagate(only, source, messages, &mut writes);
         if outcome.is_err() {
             self.broken = true;
         }
-        outcome
+        self.changed = true;
+        outcome.map(|()| writes)
     }
 
     fn propagate(
@@ -186,8 +177,8 @@ impl Dataflow {
         only: Option<&str>,
         source: &str,
         messages: Vec<Message>,
-    ) -> Result<WriteBatch> {
-        let mut writes = WriteBatch::new();
+        writes: &mut WriteBatch,
+    ) -> Result<()> {
         let mut queue = VecDeque::from([(source.to_string(), messages, only)]);
         while let Some((input, messages, only)) = queue.pop_front() {
             for view in self.views.values_mut() {
@@ -195,14 +186,63 @@ impl Dataflow {
                 if !reads || only.is_some_and(|only| only != view.name) {
                     continue;
                 }
-                let changes = view.process(&input, messages.clone())?;
+                let changes = view.process(&input, messages.clone(), writes)?;
                 writes.extend(view.sink.take_writes());
                 if !changes.is_empty() {
                     queue.push_back((view.name.clone(), changes, None));
                 }
             }
         }
-        Ok(writes)
+        Ok(())
+    }
+
+    /// A checkpoint of every view, if anything changed: a barrier from every
+    /// table, then the epoch record. Commit the batch before the next push.
+    pub fn checkpoint(&mut self, unix_ms: u64) -> Result<Option<(EpochRecord, WriteBatch)>> {
+        if !self.changed || self.broken {
+            return Ok(None);
+        }
+        let epoch = self.epoch + 1;
+        let mut writes = WriteBatch::new();
+        if std::mem::take(&mut self.full_checkpoint) {
+            writes.delete_prefix(operator_state_prefix());
+        }
+        let tables: Vec<String> = self
+            .views
+            .values()
+            .flat_map(|view| view.inputs.iter().cloned())
+            .filter(|input| !self.views.values().any(|view| &view.name == input))
+            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for table in tables
+            .into_iter()
+            .filter(|table| seen.insert(table.clone()))
+        {
+            self.propagate(None, &table, vec![Message::Barrier(epoch)], &mut writes)
+                .inspect_err(|_| self.broken = true)?;
+        }
+        let record = EpochRecord {
+            epoch,
+            offsets: self.offsets.clone(),
+            unix_ms,
+        };
+        let encoded = serde_json::to_vec(&record)
+            .map_err(|error| WeirError::internal(format!("cannot encode a checkpoint: {error}")))?;
+        writes.put(epoch_key(), encoded);
+        self.epoch = epoch;
+        self.changed = false;
+        Ok(Some((record, writes)))
+    }
+
+    /// Restores every view's operators from checkpointed state.
+    pub fn restore(
+        &mut self,
+        mut state_of: impl FnMut(&[u8]) -> Result<super::checkpoint::StateReader>,
+    ) -> Result<()> {
+        for view in self.views.values_mut() {
+            view.restore(&mut state_of)?;
+        }
+        Ok(())
     }
 }
 
@@ -253,26 +293,19 @@ impl crate::catalog::table::AppendObserver for SharedDataflow {
         if !flow.has_readers(table) {
             return Ok(WriteBatch::new());
         }
-        flow.push(table, messages)
+        let rows: usize = messages
+            .iter()
+            .map(|message| match message {
+                Message::Batch(chunk) => chunk.num_rows(),
+                _ => 0,
+            })
+            .sum();
+        let writes = flow.push(table, messages)?;
+        flow.advance_offset(table, rows as u64);
+        Ok(writes)
     }
 
     fn on_commit_failed(&self) {
         self.lock().mark_broken();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merged_watermark_is_the_minimum_and_never_goes_back() {
-        let mut merge = WatermarkMerge::new(&["a".to_string(), "b".to_string()]);
-        assert_eq!(merge.advance("a", 10), None);
-        assert_eq!(merge.advance("b", 5), Some(5));
-        assert_eq!(merge.advance("b", 20), Some(10));
-        assert_eq!(merge.advance("a", 8), None);
-        assert_eq!(merge.advance("a", 15), Some(15));
-        assert_eq!(merge.advance("unknown", 100), None);
     }
 }

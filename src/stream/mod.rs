@@ -8,6 +8,7 @@ pub mod dataflow;
 pub mod message;
 pub mod operator;
 pub mod operators;
+pub mod pipeline;
 pub mod watermark;
 
 pub use dataflow::Dataflow;

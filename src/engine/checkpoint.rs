@@ -1,0 +1,193 @@
+//! Checkpoints of the views' running state, and recovery from them. Every
+//! `checkpoint_interval_ms` the coordinator takes the dataflow lock (so the
+//! state is between two writes, the barrier is aligned by construction),
+//! lets a barrier flow from every table, and commits what the operators
+//! wrote plus the epoch record in one atomic, fsynced batch. On start the
+//! engine restores every operator from the last epoch and replays each table
+//! from its offset (rows after the checkpoint) without rewriting view rows.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::Engine;
+use crate::catalog::RelationKind;
+use crate::error::{sqlstate, Result, WeirError};
+use crate::state::WriteBatch;
+use crate::stream::checkpoint::StateReader;
+use crate::stream::dataflow::{epoch_key, Dataflow, EpochRecord};
+
+pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 1000;
+const KEPT_RECORDS: usize = 100;
+
+/// One committed checkpoint, for `weir_catalog.checkpoints`.
+#[derive(Debug, Clone)]
+pub struct CheckpointStats {
+    pub epoch: u64,
+    pub unix_ms: u64,
+    pub duration_us: u64,
+    pub bytes: u64,
+}
+
+/// How the last start recovered, for `weir_catalog.recovery`.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryStats {
+    pub unix_ms: u64,
+    /// None when there was no checkpoint (views rebuilt from the tables).
+    pub from_epoch: Option<u64>,
+    pub duration_us: u64,
+    pub rows_replayed: u64,
+}
+
+#[derive(Default)]
+pub struct CheckpointHistory {
+    pub checkpoints: Mutex<VecDeque<CheckpointStats>>,
+    pub recovery: Mutex<Option<RecoveryStats>>,
+}
+
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+impl Engine {
+    /// Takes a checkpoint now if anything changed; returns its epoch.
+    pub fn checkpoint(&self) -> Result<Option<u64>> {
+        let started = Instant::now();
+        let mut flow = self.dataflow.lock();
+        let Some((record, batch)) = flow.checkpoint(unix_ms())? else {
+            return Ok(None);
+        };
+        let bytes = batch.size_bytes() as u64;
+        // Incremental state is relative to the last commit: a failed one
+        // means rebuilding everything.
+        self.catalog
+            .store()
+            .commit(batch)
+            .inspect_err(|_| flow.mark_broken())?;
+        drop(flow);
+        self.record_checkpoint(CheckpointStats {
+            epoch: record.epoch,
+            unix_ms: record.unix_ms,
+            duration_us: started.elapsed().as_micros() as u64,
+            bytes,
+        });
+        Ok(Some(record.epoch))
+    }
+
+    /// The checkpoint a DDL commits with its own changes (under the lock).
+    pub(super) fn checkpoint_into(flow: &mut Dataflow, writes: &mut WriteBatch) -> Result<()> {
+        if let Some((_, batch)) = flow.checkpoint(unix_ms())? {
+            writes.extend(batch);
+        }
+        Ok(())
+    }
+
+    fn record_checkpoint(&self, stats: CheckpointStats) {
+        let mut kept = self
+            .checkpoints
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if kept.len() == KEPT_RECORDS {
+            kept.pop_front();
+        }
+        kept.push_back(stats);
+    }
+
+    /// Runs `checkpoint` every `interval` until the engine is dropped.
+    pub fn start_checkpoints(self: &Arc<Self>, interval: Duration) {
+        let engine = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                let Some(engine) = engine.upgrade() else {
+                    return;
+                };
+                let outcome = tokio::task::spawn_blocking(move || engine.checkpoint()).await;
+                if let Ok(Err(error)) = outcome {
+                    tracing::error!(%error.message, "checkpoint failed");
+                }
+            }
+        });
+    }
+
+    /// Brings every view's running state back: from the last checkpoint
+    /// plus the rows after it, or from all rows when there is none.
+    pub(super) fn recover_views(&self) -> Result<()> {
+        let started = Instant::now();
+        let record = self.last_epoch()?;
+        let mut flow = self.dataflow.lock();
+        if record.is_some() {
+            let store = self.catalog.store().clone();
+            flow.restore(|prefix| {
+                let entries = store
+                    .scan_prefix(prefix)?
+                    .into_iter()
+                    .map(|(key, value)| (key[prefix.len()..].to_vec(), value))
+                    .collect();
+                Ok(StateReader { entries })
+            })?;
+        }
+        flow.start_from(record.as_ref());
+        flow.set_repaired();
+        flow.set_replaying(true);
+        let replayed = self.replay_tables(&mut flow);
+        flow.set_replaying(false);
+        let rows_replayed = replayed.inspect_err(|_| flow.mark_broken())?;
+        *self
+            .checkpoints
+            .recovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(RecoveryStats {
+            unix_ms: unix_ms(),
+            from_epoch: record.map(|record| record.epoch),
+            duration_us: started.elapsed().as_micros() as u64,
+            rows_replayed,
+        });
+        Ok(())
+    }
+
+    /// Pushes every table's rows after the dataflow's offset for it.
+    fn replay_tables(&self, flow: &mut Dataflow) -> Result<u64> {
+        let mut replayed = 0;
+        for definition in self.catalog.definitions() {
+            if definition.kind != RelationKind::Table || !flow.has_readers(&definition.name) {
+                continue;
+            }
+            let Some(log) = self.catalog.table(&definition.name) else {
+                continue;
+            };
+            let offset = flow.offset(&definition.name);
+            let total = log.row_count() as u64;
+            if offset > total {
+                return Err(WeirError::new(
+                    sqlstate::DATA_CORRUPTED,
+                    format!(
+                        "the checkpoint has seen {offset} rows of {} but it has {total}",
+                        definition.name
+                    ),
+                ));
+            }
+            flow.push(&definition.name, log.history_from(offset)?)?;
+            flow.advance_offset(&definition.name, total - offset);
+            replayed += total - offset;
+        }
+        Ok(replayed)
+    }
+
+    fn last_epoch(&self) -> Result<Option<EpochRecord>> {
+        let Some(value) = self.catalog.store().get(&epoch_key())? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&value).map(Some).map_err(|error| {
+            WeirError::new(
+                sqlstate::DATA_CORRUPTED,
+                format!("the checkpoint record cannot be decoded: {error}"),
+            )
+        })
+    }
+}

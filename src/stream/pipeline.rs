@@ -1,0 +1,210 @@
+//! One materialized view's running operators, and what the runtime does at
+//! their input: merging watermarks (minimum over inputs, never backwards)
+//! and aligning barriers (an operator checkpoints once the barrier has come
+//! from every input).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::checkpoint::{operator_prefix, StateReader, StateWriter};
+use super::message::Message;
+use super::operator::{run, Operator, Output};
+use super::operators::MaterializeOperator;
+use crate::catalog::view_result::ViewResult;
+use crate::error::Result;
+use crate::state::WriteBatch;
+
+pub struct ViewPipeline {
+    pub id: u64,
+    pub name: String,
+    /// The relations it reads (one today).
+    pub inputs: Vec<String>,
+    operators: Vec<Box<dyn Operator>>,
+    pub(super) sink: MaterializeOperator,
+    watermarks: WatermarkMerge,
+    barriers: BarrierAlign,
+}
+
+impl ViewPipeline {
+    pub fn new(
+        id: u64,
+        name: &str,
+        inputs: Vec<String>,
+        operators: Vec<Box<dyn Operator>>,
+        result: Arc<ViewResult>,
+    ) -> Self {
+        ViewPipeline {
+            id,
+            name: name.to_string(),
+            watermarks: WatermarkMerge::new(&inputs),
+            barriers: BarrierAlign::new(&inputs),
+            inputs,
+            operators,
+            sink: MaterializeOperator::new(result),
+        }
+    }
+
+    /// Runs `messages` from `input` through the chain; returns the view's
+    /// changes. Operators passed a barrier write their state to `checkpoint`.
+    pub(super) fn process(
+        &mut self,
+        input: &str,
+        messages: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        let mut current = Vec::with_capacity(messages.len());
+        for message in messages {
+            match message {
+                Message::Watermark(watermark) => {
+                    if let Some(merged) = self.watermarks.advance(input, watermark) {
+                        current.push(Message::Watermark(merged));
+                    }
+                }
+                Message::Barrier(epoch) => {
+                    if self.barriers.arrive(input, epoch) {
+                        current.push(Message::Barrier(epoch));
+                    }
+                }
+                other => current.push(other),
+            }
+        }
+        for (index, operator) in self.operators.iter_mut().enumerate() {
+            current = run_with_checkpoints(
+                operator.as_mut(),
+                current,
+                StateTarget {
+                    prefix: operator_prefix(self.id, index),
+                    batch: checkpoint,
+                },
+            )?;
+        }
+        run(&mut self.sink, current)
+    }
+
+    /// Loads every operator's checkpointed state, `state_of(prefix)`
+    /// returning an operator's entries.
+    pub fn restore(
+        &mut self,
+        mut state_of: impl FnMut(&[u8]) -> Result<StateReader>,
+    ) -> Result<()> {
+        for (index, operator) in self.operators.iter_mut().enumerate() {
+            operator.restore(&state_of(&operator_prefix(self.id, index))?)?;
+        }
+        Ok(())
+    }
+}
+
+struct StateTarget<'a> {
+    prefix: Vec<u8>,
+    batch: &'a mut WriteBatch,
+}
+
+/// Like `run`, but a barrier first makes the operator write its state.
+fn run_with_checkpoints(
+    operator: &mut dyn Operator,
+    messages: Vec<Message>,
+    target: StateTarget,
+) -> Result<Output> {
+    if !messages.iter().any(|m| matches!(m, Message::Barrier(_))) {
+        return run(operator, messages);
+    }
+    let mut output = Vec::new();
+    for message in messages {
+        if let Message::Barrier(epoch) = message {
+            operator.checkpoint(&mut StateWriter::new(target.prefix.clone(), target.batch))?;
+            operator.on_barrier(epoch, &mut output)?;
+        } else {
+            output.extend(run(operator, vec![message])?);
+        }
+    }
+    Ok(output)
+}
+
+/// The minimum watermark over a view's inputs; None until every input has one.
+#[derive(Debug, Clone)]
+pub struct WatermarkMerge {
+    inputs: HashMap<String, Option<i64>>,
+    merged: Option<i64>,
+}
+
+impl WatermarkMerge {
+    pub fn new(inputs: &[String]) -> Self {
+        WatermarkMerge {
+            inputs: inputs.iter().map(|input| (input.clone(), None)).collect(),
+            merged: None,
+        }
+    }
+
+    /// Records `input`'s watermark; returns the merged one if it advanced.
+    pub fn advance(&mut self, input: &str, watermark: i64) -> Option<i64> {
+        let slot = self.inputs.get_mut(input)?;
+        *slot = Some(slot.map_or(watermark, |current| current.max(watermark)));
+        let minimum = self
+            .inputs
+            .values()
+            .copied()
+            .collect::<Option<Vec<i64>>>()?
+            .into_iter()
+            .min()?;
+        if self.merged.is_some_and(|merged| merged >= minimum) {
+            return None;
+        }
+        self.merged = Some(minimum);
+        self.merged
+    }
+}
+
+/// Lets a barrier through once it has arrived from every input.
+#[derive(Debug, Clone)]
+pub struct BarrierAlign {
+    arrived: HashMap<String, u64>,
+    passed: u64,
+}
+
+impl BarrierAlign {
+    pub fn new(inputs: &[String]) -> Self {
+        BarrierAlign {
+            arrived: inputs.iter().map(|input| (input.clone(), 0)).collect(),
+            passed: 0,
+        }
+    }
+
+    /// Records the barrier; true when `epoch` is now complete on all inputs.
+    pub fn arrive(&mut self, input: &str, epoch: u64) -> bool {
+        if let Some(slot) = self.arrived.get_mut(input) {
+            *slot = (*slot).max(epoch);
+        }
+        let complete = self.arrived.values().all(|arrived| *arrived >= epoch);
+        if complete && epoch > self.passed {
+            self.passed = epoch;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_watermark_is_the_minimum_and_never_goes_back() {
+        let mut merge = WatermarkMerge::new(&["a".to_string(), "b".to_string()]);
+        assert_eq!(merge.advance("a", 10), None);
+        assert_eq!(merge.advance("b", 5), Some(5));
+        assert_eq!(merge.advance("b", 20), Some(10));
+        assert_eq!(merge.advance("a", 8), None);
+        assert_eq!(merge.advance("a", 15), Some(15));
+        assert_eq!(merge.advance("unknown", 100), None);
+    }
+
+    #[test]
+    fn a_barrier_passes_once_every_input_has_it() {
+        let mut align = BarrierAlign::new(&["a".to_string(), "b".to_string()]);
+        assert!(!align.arrive("a", 1));
+        assert!(align.arrive("b", 1));
+        assert!(!align.arrive("b", 1), "an epoch passes once");
+        assert!(!align.arrive("b", 2));
+        assert!(align.arrive("a", 2));
+    }
+}
