@@ -1,5 +1,6 @@
 //! Materialized views come back after SIGKILL with their rows, and keep
-//! going from there exactly as a server that never crashed.
+//! going from there exactly as a server that never crashed — also when
+//! killed at random points, mid-statement, ten times over.
 
 mod common;
 
@@ -7,7 +8,7 @@ use common::TestServer;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 const SETUP: &str = "
-CREATE TABLE clicks (user_id BIGINT, page TEXT, at TIMESTAMP,
+CREATE TABLE clicks (seq BIGINT, user_id BIGINT, page TEXT, at TIMESTAMP,
                      WATERMARK FOR at AS at - INTERVAL '3' SECOND) APPEND ONLY;
 CREATE MATERIALIZED VIEW closed_windows AS
   SELECT window_start, page, COUNT(*) AS n, COUNT(DISTINCT user_id) AS users
@@ -31,7 +32,7 @@ fn insert_statements(from: u64, to: u64) -> Vec<String> {
                 .map(|i| {
                     let second = (step * 7 + i) as i64 - if (step + i) % 5 == 0 { 14 } else { 0 };
                     format!(
-                        "({}, '/p{}', TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '{} seconds')",
+                        "({step}, {}, '/p{}', TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '{} seconds')",
                         (step * 3 + i) % 11,
                         (step + i) % 3,
                         second.max(0)
@@ -106,4 +107,84 @@ async fn views_survive_kill_9_and_continue_like_an_uninterrupted_run() {
     assert_eq!(snapshot(&client).await, expected_at_crash);
     run(&client, &after_crash).await;
     assert_eq!(snapshot(&client).await, expected_final);
+}
+
+/// A tiny deterministic generator for kill delays.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
+
+/// The statements already committed: each statement's rows share its `seq`.
+async fn committed_statements(client: &Client) -> usize {
+    let row = client
+        .query_one("SELECT coalesce(max(seq), -1) + 1 FROM clicks", &[])
+        .await
+        .unwrap();
+    row.get::<_, i64>(0) as usize
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_kills_never_lose_or_double_count_rows() {
+    let statements = insert_statements(0, 300);
+    let reference = TestServer::start();
+    let client = reference.connect().await;
+    client.batch_execute(SETUP).await.unwrap();
+    run(&client, &statements).await;
+    let expected = snapshot(&client).await;
+
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let server = TestServer::start_on(&data_dir);
+    server.connect().await.batch_execute(SETUP).await.unwrap();
+    drop(server);
+    let mut random = Lcg(7);
+    let mut kills = 0;
+    loop {
+        // Frequent checkpoints, so kills land before, during and after them.
+        let mut server = TestServer::start_with(&data_dir, &["--checkpoint-interval-ms", "50"]);
+        let client = server.connect().await;
+        let next = committed_statements(&client).await;
+        if kills == 10 {
+            run(&client, &statements[next..]).await;
+            let actual = snapshot(&client).await;
+            let missing: Vec<_> = expected.iter().filter(|l| !actual.contains(l)).collect();
+            let extra: Vec<_> = actual.iter().filter(|l| !expected.contains(l)).collect();
+            assert!(
+                missing.is_empty() && extra.is_empty() && actual.len() == expected.len(),
+                "missing {missing:?}\nextra {extra:?}"
+            );
+            let row = client
+                .query_one("SELECT count(*) FROM clicks", &[])
+                .await
+                .unwrap();
+            assert_eq!(row.get::<_, i64>(0), 300 * 7);
+            return;
+        }
+        // Kill it at a random moment while statements are running.
+        let pid = server.pid().unwrap();
+        let delay = std::time::Duration::from_millis(20 + random.below(200));
+        let killer = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .unwrap();
+        });
+        for statement in &statements[next..] {
+            if client.batch_execute(statement).await.is_err() {
+                break;
+            }
+        }
+        killer.await.unwrap();
+        server.kill();
+        kills += 1;
+    }
 }

@@ -198,3 +198,56 @@ impl TableProvider for MaterializedViewsTable {
         Ok(exec)
     }
 }
+
+/// Computes a system table's rows for its schema.
+type RowsFunction = Box<dyn Fn(&SchemaRef) -> Result<RecordBatch> + Send + Sync>;
+
+/// A system table whose rows a function computes when it is queried.
+pub struct ComputedTable {
+    schema: SchemaRef,
+    rows: RowsFunction,
+}
+
+impl fmt::Debug for ComputedTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ComputedTable")
+    }
+}
+
+impl ComputedTable {
+    pub fn new(
+        schema: SchemaRef,
+        rows: impl Fn(&SchemaRef) -> Result<RecordBatch> + Send + Sync + 'static,
+    ) -> Self {
+        ComputedTable {
+            schema,
+            rows: Box::new(rows),
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for ComputedTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn DataFusionSession,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let exec = MemorySourceConfig::try_new_exec(
+            &[vec![(self.rows)(&self.schema)?]],
+            self.schema.clone(),
+            projection.cloned(),
+        )?;
+        Ok(exec)
+    }
+}

@@ -191,3 +191,77 @@ impl Engine {
         })
     }
 }
+
+/// `weir_catalog.checkpoints` and `weir_catalog.recovery`.
+pub fn system_tables(
+    history: &Arc<CheckpointHistory>,
+) -> Vec<(&'static str, crate::catalog::system::ComputedTable)> {
+    use crate::catalog::system::ComputedTable;
+    use datafusion::arrow::array::{ArrayRef, Int64Array, TimestampMillisecondArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use datafusion::arrow::record_batch::RecordBatch;
+
+    let time = || DataType::Timestamp(TimeUnit::Millisecond, None);
+    let checkpoints_schema = Arc::new(Schema::new(vec![
+        Field::new("epoch", DataType::Int64, false),
+        Field::new("taken_at", time(), false),
+        Field::new("duration_us", DataType::Int64, false),
+        Field::new("bytes", DataType::Int64, false),
+    ]));
+    let recovery_schema = Arc::new(Schema::new(vec![
+        Field::new("recovered_at", time(), false),
+        Field::new("from_epoch", DataType::Int64, true),
+        Field::new("duration_us", DataType::Int64, false),
+        Field::new("rows_replayed", DataType::Int64, false),
+    ]));
+    let checkpoints = history.clone();
+    let recovery = history.clone();
+    vec![
+        (
+            "checkpoints",
+            ComputedTable::new(checkpoints_schema, move |schema| {
+                let kept = checkpoints
+                    .checkpoints
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let column =
+                    |f: fn(&CheckpointStats) -> i64| -> Vec<i64> { kept.iter().map(f).collect() };
+                let columns: Vec<ArrayRef> = vec![
+                    Arc::new(Int64Array::from(column(|c| c.epoch as i64))),
+                    Arc::new(TimestampMillisecondArray::from(column(|c| {
+                        c.unix_ms as i64
+                    }))),
+                    Arc::new(Int64Array::from(column(|c| c.duration_us as i64))),
+                    Arc::new(Int64Array::from(column(|c| c.bytes as i64))),
+                ];
+                Ok(RecordBatch::try_new(schema.clone(), columns)?)
+            }),
+        ),
+        (
+            "recovery",
+            ComputedTable::new(recovery_schema, move |schema| {
+                let last = recovery
+                    .recovery
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                let rows: Vec<RecoveryStats> = last.into_iter().collect();
+                let columns: Vec<ArrayRef> = vec![
+                    Arc::new(TimestampMillisecondArray::from_iter_values(
+                        rows.iter().map(|r| r.unix_ms as i64),
+                    )),
+                    Arc::new(Int64Array::from_iter(
+                        rows.iter().map(|r| r.from_epoch.map(|e| e as i64)),
+                    )),
+                    Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|r| r.duration_us as i64),
+                    )),
+                    Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|r| r.rows_replayed as i64),
+                    )),
+                ];
+                Ok(RecordBatch::try_new(schema.clone(), columns)?)
+            }),
+        ),
+    ]
+}

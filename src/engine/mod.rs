@@ -37,7 +37,7 @@ pub struct Engine {
     data_directory: PathBuf,
     dataflow: SharedDataflow,
     view_streams: materialized::ViewStreams,
-    checkpoints: checkpoint::CheckpointHistory,
+    checkpoints: Arc<checkpoint::CheckpointHistory>,
 }
 
 impl Engine {
@@ -62,14 +62,15 @@ impl Engine {
         let dataflow = SharedDataflow::default();
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
         let catalog = Arc::new(Catalog::open(store, schema, Some(observer))?);
-        register_system_tables(&context, &catalog)?;
+        let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
+        register_system_tables(&context, &catalog, &checkpoints)?;
         let engine = Engine {
             context,
             catalog,
             data_directory: data_directory.to_path_buf(),
             dataflow,
             view_streams: Default::default(),
-            checkpoints: Default::default(),
+            checkpoints,
         };
         engine.recover().await?;
         Ok(Arc::new(engine))
@@ -142,8 +143,15 @@ impl Engine {
     }
 }
 
-fn register_system_tables(context: &SessionContext, catalog: &Arc<Catalog>) -> Result<()> {
+fn register_system_tables(
+    context: &SessionContext,
+    catalog: &Arc<Catalog>,
+    checkpoints: &Arc<checkpoint::CheckpointHistory>,
+) -> Result<()> {
     let system = Arc::new(MemorySchemaProvider::new());
+    for (name, table) in checkpoint::system_tables(checkpoints) {
+        system.register_table(name.to_string(), Arc::new(table))?;
+    }
     system.register_table(
         "watermarks".to_string(),
         Arc::new(WatermarksTable::new(catalog)),

@@ -6,13 +6,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::checkpoint::{operator_prefix, StateReader, StateWriter};
+use std::sync::atomic::Ordering;
+
+use super::checkpoint::{decode_i64, encode_i64, operator_prefix, StateReader, StateWriter};
 use super::message::Message;
 use super::operator::{run, Operator, Output};
 use super::operators::MaterializeOperator;
 use crate::catalog::view_result::ViewResult;
 use crate::error::Result;
 use crate::state::WriteBatch;
+
+const LATE_ROWS: &[u8] = b"late_rows";
 
 pub struct ViewPipeline {
     pub id: u64,
@@ -78,7 +82,16 @@ impl ViewPipeline {
                 },
             )?;
         }
+        if current.iter().any(|m| matches!(m, Message::Barrier(_))) {
+            // The view's own state: how many rows its operators dropped.
+            let late = self.sink.result().late_rows.load(Ordering::Relaxed) as i64;
+            StateWriter::new(self.sink_prefix(), checkpoint).put(LATE_ROWS, encode_i64(late));
+        }
         run(&mut self.sink, current)
+    }
+
+    fn sink_prefix(&self) -> Vec<u8> {
+        operator_prefix(self.id, self.operators.len())
     }
 
     /// Loads every operator's checkpointed state, `state_of(prefix)`
@@ -90,6 +103,12 @@ impl ViewPipeline {
         for (index, operator) in self.operators.iter_mut().enumerate() {
             operator.restore(&state_of(&operator_prefix(self.id, index))?)?;
         }
+        let sink = state_of(&self.sink_prefix())?;
+        let late = sink.get(LATE_ROWS).and_then(decode_i64).unwrap_or(0);
+        self.sink
+            .result()
+            .late_rows
+            .store(late as u64, Ordering::Relaxed);
         Ok(())
     }
 }

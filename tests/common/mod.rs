@@ -31,9 +31,15 @@ impl TestServer {
 
     /// Starts a server on an existing (or new) data directory.
     pub fn start_on(data_dir: &Path) -> TestServer {
+        TestServer::start_with(data_dir, &[])
+    }
+
+    /// Like `start_on`, with extra `weir serve` arguments.
+    pub fn start_with(data_dir: &Path, arguments: &[&str]) -> TestServer {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
+            .args(arguments)
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--data-dir")
@@ -81,6 +87,11 @@ impl TestServer {
             let _ = connection.await;
         });
         client
+    }
+
+    /// The server's process id, for killing it from another task.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|child| child.id())
     }
 
     /// SIGKILL: no shutdown code runs, as in a crash.
