@@ -96,17 +96,26 @@ impl Engine {
         kept.push_back(stats);
     }
 
-    /// Runs `checkpoint` every `interval` until the engine is dropped.
-    pub fn start_checkpoints(self: &Arc<Self>, interval: Duration) {
+    /// Checkpoints every `checkpoint_interval_ms` (the flag's value unless
+    /// ALTER SYSTEM set one) until the engine is dropped.
+    pub fn start_checkpoints(self: &Arc<Self>, default_interval: Duration) {
+        self.set_default_checkpoint_interval_ms(default_interval.as_millis() as u64);
         let engine = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(interval);
-            ticks.tick().await;
             loop {
-                ticks.tick().await;
+                let interval_ms = match engine.upgrade() {
+                    Some(engine) => engine.checkpoint_interval_ms(),
+                    None => return,
+                };
+                // 0 turns periodic checkpoints off; look again later.
+                let wait_ms = if interval_ms == 0 { 1000 } else { interval_ms };
+                tokio::time::sleep(Duration::from_millis(wait_ms)).await;
                 let Some(engine) = engine.upgrade() else {
                     return;
                 };
+                if interval_ms == 0 {
+                    continue;
+                }
                 let outcome = tokio::task::spawn_blocking(move || engine.checkpoint()).await;
                 if let Ok(Err(error)) = outcome {
                     tracing::error!(%error.message, "checkpoint failed");

@@ -5,6 +5,7 @@ pub mod checkpoint;
 mod ddl;
 mod materialized;
 pub mod sql_types;
+mod system_settings;
 mod watermark;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ pub struct Engine {
     dataflow: SharedDataflow,
     view_streams: materialized::ViewStreams,
     checkpoints: Arc<checkpoint::CheckpointHistory>,
+    system_settings: system_settings::SystemSettings,
 }
 
 impl Engine {
@@ -71,7 +73,9 @@ impl Engine {
             dataflow,
             view_streams: Default::default(),
             checkpoints,
+            system_settings: Default::default(),
         };
+        engine.load_system_settings()?;
         engine.recover().await?;
         Ok(Arc::new(engine))
     }
@@ -119,7 +123,7 @@ impl Engine {
                         })?;
                     continue;
                 }
-                Some(sql::Statement::Flush) | None => {
+                Some(sql::Statement::Flush | sql::Statement::AlterSystem { .. }) | None => {
                     return Err(WeirError::internal(format!(
                         "stored definition of {} is not a CREATE statement",
                         definition.name

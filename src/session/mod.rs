@@ -22,7 +22,7 @@ use crate::connectors::pg_copy::{self, CopyOptions};
 use crate::engine::{CommandDone, Engine, Notice};
 use crate::error::{Result, WeirError};
 use crate::sql;
-pub use settings::{Reported, Settings};
+pub use settings::{parse_milliseconds, Reported, Settings};
 pub use utility::Utility;
 
 pub struct Session {
@@ -133,6 +133,12 @@ impl Session {
                 text,
                 options,
             } => (statement, text, Some(options)),
+            sql::Statement::AlterSystem { name, value } => {
+                return Ok(Prepared::utility(
+                    "ALTER SYSTEM".to_string(),
+                    Utility::AlterSystem { name, value },
+                ))
+            }
             sql::Statement::CreateMaterializedView(view) => {
                 let fields = if view.explain {
                     vec![datafusion::arrow::datatypes::Field::new(
@@ -294,8 +300,14 @@ impl Session {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("DISCARD ALL")))
             }
+            Utility::AlterSystem { name, value } => Ok(Outcome::Done(
+                self.engine.alter_system(name, value.as_deref())?,
+            )),
             Utility::Show { name } => {
-                let value = self.settings().get(name)?;
+                let value = match self.engine.system_setting(name) {
+                    Some(value) => value,
+                    None => self.settings().get(name)?,
+                };
                 rows(schema, vec![vec![value]])
             }
             Utility::ShowAll => {

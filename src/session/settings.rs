@@ -162,7 +162,7 @@ fn datafusion_time_zone(zone: &str) -> String {
 
 /// Postgres time settings: a bare number is milliseconds; units ms, s,
 /// min, h, d may follow.
-fn parse_milliseconds(value: &str) -> Option<u64> {
+pub fn parse_milliseconds(value: &str) -> Option<u64> {
     let value = value.trim();
     let split = value
         .find(|c: char| !c.is_ascii_digit())

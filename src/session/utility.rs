@@ -30,6 +30,11 @@ pub enum Utility {
     ShowAll,
     ShowTables,
     ShowMaterializedViews,
+    /// `value` None is RESET.
+    AlterSystem {
+        name: String,
+        value: Option<String>,
+    },
     DropMaterializedView {
         names: Vec<String>,
         if_exists: bool,

@@ -3,6 +3,7 @@
 //! EMIT, SUBSCRIBE, ...) can be added here without touching the rest; every
 //! standard statement is handed on as sqlparser's AST for DataFusion to plan.
 
+mod alter_system;
 mod interval;
 mod limits;
 pub mod materialized;

@@ -42,6 +42,8 @@ pub enum Statement {
     },
     /// `[EXPLAIN] CREATE MATERIALIZED VIEW ... [EMIT ON WINDOW CLOSE]`.
     CreateMaterializedView(Box<MaterializedView>),
+    /// `ALTER SYSTEM SET name = value` (None: `ALTER SYSTEM RESET name`).
+    AlterSystem { name: String, value: Option<String> },
 }
 
 static COMPATIBILITY: LazyLock<PostgresCompatibilityParser> =
@@ -106,6 +108,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     let text = render(&tokens);
     if text.eq_ignore_ascii_case("FLUSH") {
         return Ok(Statement::Flush);
+    }
+    if let Some((name, value)) = super::alter_system::parse(&tokens)? {
+        return Ok(Statement::AlterSystem { name, value });
     }
     let tokens = windows::normalize_flink_spelling(tokens)?;
     let tokens = materialized::show_create_as_view(tokens);

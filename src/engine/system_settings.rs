@@ -1,0 +1,109 @@
+//! Server-wide settings changed with `ALTER SYSTEM` and kept in the state
+//! store, so they survive restarts (like Postgres's postgresql.auto.conf, a
+//! stored value wins over the server flag). Today: `checkpoint_interval`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{CommandDone, Engine};
+use crate::error::{sqlstate, Result, WeirError};
+use crate::state::{key, WriteBatch};
+
+pub const CHECKPOINT_INTERVAL: &str = "checkpoint_interval";
+
+#[derive(Debug, Default)]
+pub struct SystemSettings {
+    /// The flag's value, used while no ALTER SYSTEM value is stored.
+    default_checkpoint_interval_ms: AtomicU64,
+    /// An ALTER SYSTEM value; u64::MAX means none.
+    stored_checkpoint_interval_ms: AtomicU64,
+}
+
+fn setting_key(name: &str) -> Vec<u8> {
+    key(&[b"system", b"setting", name.as_bytes()])
+}
+
+fn unknown(name: &str) -> WeirError {
+    WeirError::new(
+        sqlstate::UNDEFINED_PARAMETER,
+        format!("unrecognized configuration parameter \"{name}\""),
+    )
+    .with_hint("ALTER SYSTEM knows checkpoint_interval (e.g. '1s', '500ms'; 0 turns periodic checkpoints off).")
+}
+
+impl Engine {
+    /// Loads stored ALTER SYSTEM values (on open).
+    pub(super) fn load_system_settings(&self) -> Result<()> {
+        let stored = match self
+            .catalog
+            .store()
+            .get(&setting_key(CHECKPOINT_INTERVAL))?
+        {
+            Some(value) => crate::stream::checkpoint::decode_i64(&value)
+                .map(|ms| ms as u64)
+                .ok_or_else(|| {
+                    WeirError::new(sqlstate::DATA_CORRUPTED, "a stored setting is malformed")
+                })?,
+            None => u64::MAX,
+        };
+        self.system_settings
+            .stored_checkpoint_interval_ms
+            .store(stored, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn set_default_checkpoint_interval_ms(&self, milliseconds: u64) {
+        self.system_settings
+            .default_checkpoint_interval_ms
+            .store(milliseconds, Ordering::Relaxed);
+    }
+
+    /// The checkpoint interval in effect (0: no periodic checkpoints).
+    pub fn checkpoint_interval_ms(&self) -> u64 {
+        let settings = &self.system_settings;
+        match settings
+            .stored_checkpoint_interval_ms
+            .load(Ordering::Relaxed)
+        {
+            u64::MAX => settings
+                .default_checkpoint_interval_ms
+                .load(Ordering::Relaxed),
+            stored => stored,
+        }
+    }
+
+    /// `SHOW name` for a server-wide setting, if `name` is one.
+    pub fn system_setting(&self, name: &str) -> Option<String> {
+        (name == CHECKPOINT_INTERVAL).then(|| format!("{}ms", self.checkpoint_interval_ms()))
+    }
+
+    /// `ALTER SYSTEM SET name = value`, or RESET when `value` is None.
+    pub fn alter_system(&self, name: &str, value: Option<&str>) -> Result<CommandDone> {
+        if name != CHECKPOINT_INTERVAL {
+            return Err(unknown(name));
+        }
+        let mut batch = WriteBatch::new();
+        let stored = match value {
+            Some(text) => {
+                let milliseconds = crate::session::parse_milliseconds(text).ok_or_else(|| {
+                    WeirError::new(
+                        sqlstate::INVALID_PARAMETER_VALUE,
+                        format!("invalid value for parameter \"{name}\": \"{text}\""),
+                    )
+                    .with_hint("Use a duration such as '1s' or '500ms'.")
+                })?;
+                let encoded = crate::stream::checkpoint::encode_i64(milliseconds as i64);
+                batch.put(setting_key(name), encoded);
+                milliseconds
+            }
+            None => {
+                batch.delete(setting_key(name));
+                u64::MAX
+            }
+        };
+        self.catalog.store().commit(batch)?;
+        self.system_settings
+            .stored_checkpoint_interval_ms
+            .store(stored, Ordering::Relaxed);
+        Ok(CommandDone::new("ALTER SYSTEM"))
+    }
+}
