@@ -147,6 +147,17 @@ impl Engine {
     }
 }
 
+impl Drop for Engine {
+    /// datafusion-pg-catalog's schema holds the catalog list that holds it;
+    /// breaking that cycle lets the tables, and the state store's file lock,
+    /// go when the engine does (an engine reopened in the same process).
+    fn drop(&mut self) {
+        if let Some(database) = self.context.catalog(DATABASE_NAME) {
+            let _ = database.deregister_schema("pg_catalog", true);
+        }
+    }
+}
+
 fn register_system_tables(
     context: &SessionContext,
     catalog: &Arc<Catalog>,
@@ -197,4 +208,30 @@ fn new_context() -> Result<SessionContext> {
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     Ok(context)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dropped_engine_releases_its_data_directory() {
+        let directory = tempfile::tempdir().unwrap();
+        let engine = Engine::open(directory.path()).await.unwrap();
+        let session = crate::session::Session::new(engine.clone());
+        for sql in [
+            "CREATE TABLE t (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts) APPEND ONLY",
+            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) AS n FROM t GROUP BY k",
+            "INSERT INTO t VALUES (1, '2026-01-01 00:00:00')",
+        ] {
+            let statement = session.parse(sql).unwrap().remove(0);
+            let prepared = session.prepare(statement).await.unwrap();
+            session.execute(&prepared, None).await.unwrap();
+        }
+        engine.checkpoint().unwrap();
+        drop(session);
+        drop(engine);
+        let reopened = Engine::open(directory.path()).await.unwrap();
+        assert_eq!(reopened.catalog().view_result("v").unwrap().row_count(), 1);
+    }
 }
