@@ -35,7 +35,13 @@ impl fmt::Debug for WatermarksTable {
 }
 
 impl WatermarksTable {
-    pub fn new(catalog: &Arc<Catalog>) -> Self {
+    /// The system table: rows computed from the catalog when queried.
+    pub fn table(catalog: &Arc<Catalog>) -> ComputedTable {
+        let table = Self::new(catalog);
+        ComputedTable::new(table.schema.clone(), move |_| table.rows())
+    }
+
+    fn new(catalog: &Arc<Catalog>) -> Self {
         WatermarksTable {
             catalog: Arc::downgrade(catalog),
             schema: Arc::new(Schema::new(vec![
@@ -87,32 +93,6 @@ impl WatermarksTable {
     }
 }
 
-#[async_trait]
-impl TableProvider for WatermarksTable {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn DataFusionSession,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let exec = MemorySourceConfig::try_new_exec(
-            &[vec![self.rows()?]],
-            self.schema.clone(),
-            projection.cloned(),
-        )?;
-        Ok(exec)
-    }
-}
-
 pub struct MaterializedViewsTable {
     catalog: Weak<Catalog>,
     schema: SchemaRef,
@@ -125,7 +105,13 @@ impl fmt::Debug for MaterializedViewsTable {
 }
 
 impl MaterializedViewsTable {
-    pub fn new(catalog: &Arc<Catalog>) -> Self {
+    /// The system table: rows computed from the catalog when queried.
+    pub fn table(catalog: &Arc<Catalog>) -> ComputedTable {
+        let table = Self::new(catalog);
+        ComputedTable::new(table.schema.clone(), move |_| table.rows())
+    }
+
+    fn new(catalog: &Arc<Catalog>) -> Self {
         MaterializedViewsTable {
             catalog: Arc::downgrade(catalog),
             schema: Arc::new(Schema::new(vec![
@@ -170,32 +156,6 @@ impl MaterializedViewsTable {
             Arc::new(TimestampNanosecondArray::from(watermarks)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
-    }
-}
-
-#[async_trait]
-impl TableProvider for MaterializedViewsTable {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn DataFusionSession,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let exec = MemorySourceConfig::try_new_exec(
-            &[vec![self.rows()?]],
-            self.schema.clone(),
-            projection.cloned(),
-        )?;
-        Ok(exec)
     }
 }
 

@@ -169,11 +169,11 @@ fn register_system_tables(
     }
     system.register_table(
         "watermarks".to_string(),
-        Arc::new(WatermarksTable::new(catalog)),
+        Arc::new(WatermarksTable::table(catalog)),
     )?;
     system.register_table(
         "materialized_views".to_string(),
-        Arc::new(MaterializedViewsTable::new(catalog)),
+        Arc::new(MaterializedViewsTable::table(catalog)),
     )?;
     let database = context
         .catalog(DATABASE_NAME)
