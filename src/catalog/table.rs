@@ -46,8 +46,16 @@ pub struct DurableTable {
 /// Told about every write before it commits, under the table's writer
 /// lock; returns writes (e.g. view changes) to commit atomically with it.
 pub trait AppendObserver: Send + Sync {
-    fn on_append(&self, table: &str, messages: Vec<Message>) -> Result<WriteBatch>;
-    /// The commit after `on_append` failed: observed state is ahead.
+    /// Pushes the write through what observes it and calls `commit` with
+    /// the combined writes while still holding its lock, so a checkpoint
+    /// never sees state or offsets the store does not have.
+    fn append_and_commit(
+        &self,
+        table: &str,
+        messages: Vec<Message>,
+        commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
+    ) -> Result<()>;
+    /// Something failed part-way: observed state is ahead.
     fn on_commit_failed(&self);
 }
 
@@ -312,10 +320,21 @@ fn commit_with_views(
     let Some(observer) = observer else {
         return store.commit(write);
     };
-    write.extend(observer.on_append(table, messages)?);
-    store
-        .commit(write)
-        .inspect_err(|_| observer.on_commit_failed())
+    let mut commit = |views: WriteBatch| {
+        let mut all = std::mem::take(&mut write);
+        all.extend(views);
+        store.commit(all)
+    };
+    // A bug in an operator must not leave views half-updated unnoticed.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        observer.append_and_commit(table, messages, &mut commit)
+    }))
+    .unwrap_or_else(|_| {
+        Err(WeirError::internal(
+            "a materialized view failed on this write; views are rebuilt",
+        ))
+    })
+    .inspect_err(|_| observer.on_commit_failed())
 }
 
 fn sequence_of(stored_key: &[u8]) -> u64 {

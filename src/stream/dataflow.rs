@@ -288,10 +288,15 @@ impl SharedDataflow {
 }
 
 impl crate::catalog::table::AppendObserver for SharedDataflow {
-    fn on_append(&self, table: &str, messages: Vec<Message>) -> Result<WriteBatch> {
+    fn append_and_commit(
+        &self,
+        table: &str,
+        messages: Vec<Message>,
+        commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
+    ) -> Result<()> {
         let mut flow = self.lock();
         if !flow.has_readers(table) {
-            return Ok(WriteBatch::new());
+            return commit(WriteBatch::new());
         }
         let rows: usize = messages
             .iter()
@@ -301,8 +306,9 @@ impl crate::catalog::table::AppendObserver for SharedDataflow {
             })
             .sum();
         let writes = flow.push(table, messages)?;
+        commit(writes)?;
         flow.advance_offset(table, rows as u64);
-        Ok(writes)
+        Ok(())
     }
 
     fn on_commit_failed(&self) {
