@@ -57,6 +57,15 @@ pub struct RelationDefinition {
     /// For a table declared as a stream: its watermark and APPEND ONLY.
     #[serde(default)]
     pub stream: Option<StreamDefinition>,
+    /// For a materialized view that keeps late rows: the id of their
+    /// relation, `<name>_late`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_output_id: Option<u64>,
+}
+
+/// The name of a view's side output relation.
+pub fn side_output_name(view: &str) -> String {
+    format!("{view}_late")
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,7 +174,20 @@ impl Catalog {
     }
 
     fn next_id(&self) -> u64 {
-        self.read().values().map(|d| d.id + 1).max().unwrap_or(1)
+        self.read()
+            .values()
+            .map(|d| d.id.max(d.side_output_id.unwrap_or(0)) + 1)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The materialized view whose late rows `name` holds, if it is a
+    /// side output.
+    pub fn side_output_of(&self, name: &str) -> Option<String> {
+        let view = name.strip_suffix("_late")?;
+        self.get(view)
+            .filter(|definition| definition.side_output_id.is_some())
+            .map(|definition| definition.name)
     }
 
     /// Fails with 42P07 when `name` is taken (by us or a built-in).
@@ -196,6 +218,7 @@ impl Catalog {
             sql: sql.to_string(),
             depends_on: Vec::new(),
             stream,
+            side_output_id: None,
         };
         self.persist(&definition)?;
         self.restore_table(definition, table)
@@ -238,6 +261,7 @@ impl Catalog {
             sql: sql.to_string(),
             depends_on: self.dependencies(&plan),
             stream: None,
+            side_output_id: None,
         };
         self.persist(&definition)?;
         self.restore_view(definition, plan)
@@ -258,18 +282,47 @@ impl Catalog {
         sql: &str,
         depends_on: Vec<String>,
         schema: SchemaRef,
-    ) -> Result<(RelationDefinition, Arc<ViewResult>)> {
+        side_output: Option<SchemaRef>,
+    ) -> Result<(RelationDefinition, ViewResults)> {
         self.check_name_free(name)?;
+        if side_output.is_some() {
+            self.check_name_free(&side_output_name(name))?;
+        }
+        let id = self.next_id();
         let definition = RelationDefinition {
-            id: self.next_id(),
+            id,
             name: name.to_string(),
             kind: RelationKind::MaterializedView,
             sql: sql.to_string(),
             depends_on,
             stream: None,
+            side_output_id: side_output.as_ref().map(|_| id + 1),
         };
-        let result = Arc::new(ViewResult::open(definition.id, schema, &*self.store)?);
-        Ok((definition, result))
+        let results = self.open_results(&definition, schema, side_output)?;
+        Ok((definition, results))
+    }
+
+    fn open_results(
+        &self,
+        definition: &RelationDefinition,
+        schema: SchemaRef,
+        side_output: Option<SchemaRef>,
+    ) -> Result<ViewResults> {
+        let rows = Arc::new(ViewResult::open(definition.id, schema, &*self.store)?);
+        let late = match (definition.side_output_id, side_output) {
+            (Some(id), Some(schema)) => Some(Arc::new(ViewResult::open(id, schema, &*self.store)?)),
+            (None, None) => None,
+            _ => {
+                return Err(WeirError::new(
+                    sqlstate::DATA_CORRUPTED,
+                    format!(
+                        "materialized view {} and its stored side output disagree",
+                        definition.name
+                    ),
+                ))
+            }
+        };
+        Ok(ViewResults { rows, late })
     }
 
     /// Stores the definition together with the view's first rows (one
@@ -277,13 +330,13 @@ impl Catalog {
     pub fn commit_materialized_view(
         &self,
         definition: RelationDefinition,
-        result: Arc<ViewResult>,
+        results: ViewResults,
         rows: WriteBatch,
     ) -> Result<()> {
         let mut batch = self.definition_write(&definition)?;
         batch.extend(rows);
         self.store.commit(batch)?;
-        self.register_materialized_view(definition, result)
+        self.register_materialized_view(definition, results)
     }
 
     /// Registers a stored materialized view with its stored rows.
@@ -291,24 +344,31 @@ impl Catalog {
         &self,
         definition: RelationDefinition,
         schema: SchemaRef,
-    ) -> Result<Arc<ViewResult>> {
-        let result = Arc::new(ViewResult::open(definition.id, schema, &*self.store)?);
-        self.register_materialized_view(definition, result.clone())?;
-        Ok(result)
+        side_output: Option<SchemaRef>,
+    ) -> Result<ViewResults> {
+        let results = self.open_results(&definition, schema, side_output)?;
+        self.register_materialized_view(definition, results.clone())?;
+        Ok(results)
     }
 
     fn register_materialized_view(
         &self,
         definition: RelationDefinition,
-        result: Arc<ViewResult>,
+        results: ViewResults,
     ) -> Result<()> {
-        let provider = MaterializedViewTable::new(result.clone());
-        let _ = self.schema.deregister_table(&definition.name)?;
-        self.register(&definition.name, Arc::new(provider))?;
-        self.view_results
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(definition.name.clone(), result);
+        let mut named = vec![(definition.name.clone(), results.rows)];
+        if let Some(late) = results.late {
+            named.push((side_output_name(&definition.name), late));
+        }
+        for (name, result) in named {
+            let provider = MaterializedViewTable::new(result.clone());
+            let _ = self.schema.deregister_table(&name)?;
+            self.register(&name, Arc::new(provider))?;
+            self.view_results
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name, result);
+        }
         self.write().insert(definition.name.clone(), definition);
         Ok(())
     }
@@ -351,8 +411,19 @@ impl Catalog {
             RelationKind::MaterializedView => batch.delete_prefix(view_rows_prefix(definition.id)),
             RelationKind::View => {}
         }
+        if let Some(id) = definition.side_output_id {
+            batch.delete_prefix(view_rows_prefix(id));
+        }
         self.store.commit(batch)?;
         self.schema.deregister_table(name)?;
+        if definition.side_output_id.is_some() {
+            let late = side_output_name(name);
+            self.schema.deregister_table(&late)?;
+            self.view_results
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&late);
+        }
         self.table_logs
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -365,10 +436,17 @@ impl Catalog {
         Ok(())
     }
 
+    /// Relations reading `name` (or its side output).
     fn dependents(&self, name: &str) -> Vec<String> {
+        let late = side_output_name(name);
         self.read()
             .values()
-            .filter(|definition| definition.depends_on.iter().any(|d| d == name))
+            .filter(|definition| {
+                definition
+                    .depends_on
+                    .iter()
+                    .any(|d| d == name || *d == late)
+            })
             .map(|definition| definition.name.clone())
             .collect()
     }
@@ -379,7 +457,8 @@ impl Catalog {
         let _ = plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
                 let name = scan.table_name.table().to_string();
-                if self.read().contains_key(&name) && !names.contains(&name) {
+                let known = self.read().contains_key(&name) || self.side_output_of(&name).is_some();
+                if known && !names.contains(&name) {
                     names.push(name);
                 }
             }
@@ -404,6 +483,13 @@ impl Catalog {
         self.schema.register_table(name.to_string(), provider)?;
         Ok(())
     }
+}
+
+/// A materialized view's rows and, if it keeps them, its late rows.
+#[derive(Clone)]
+pub struct ViewResults {
+    pub rows: Arc<ViewResult>,
+    pub late: Option<Arc<ViewResult>>,
 }
 
 /// What DataFusion's CREATE TABLE planning tells us about a new table.

@@ -74,11 +74,13 @@ impl fmt::Debug for PgClass {
 }
 
 impl PgClass {
+    /// Materialized views and their side outputs (`<view>_late`).
     fn is_materialized_view(&self, name: &str) -> bool {
         self.catalog.upgrade().is_some_and(|catalog| {
             catalog
                 .get(name)
                 .is_some_and(|definition| definition.kind == RelationKind::MaterializedView)
+                || catalog.side_output_of(name).is_some()
         })
     }
 

@@ -13,14 +13,15 @@ use datafusion::sql::sqlparser::ast;
 
 use super::{CommandDone, Engine, Notice};
 use crate::catalog::view_result::ViewResult;
-use crate::catalog::{RelationDefinition, RelationKind};
+use crate::catalog::{side_output_name, RelationDefinition, RelationKind, ViewResults};
 use crate::error::{Result, WeirError};
 use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
 use crate::stream::dataflow::ViewPipeline;
-use crate::stream::{Chunk, Message};
+use crate::stream::pipeline::LateSink;
+use crate::stream::{Chunk, LateRows, Message};
 
 /// The change streams of materialized views, for the views that read them.
 pub(super) type ViewStreams = Mutex<HashMap<String, StreamInfo>>;
@@ -32,6 +33,10 @@ struct EngineSources<'a> {
 
 impl Sources for EngineSources<'_> {
     fn stream(&self, name: &str) -> Option<StreamInfo> {
+        if self.engine.catalog.side_output_of(name).is_some() {
+            // Late rows: append-only, no watermark.
+            return Some(StreamInfo::default());
+        }
         let definition = self.engine.catalog.get(name)?;
         match definition.kind {
             RelationKind::Table => Some(StreamInfo {
@@ -87,7 +92,13 @@ impl Engine {
             state,
         };
         let analyzed = sources.analyze(plan)?;
-        let mut stream = streaming::plan(&analyzed, view.emit, &sources, state.execution_props())?;
+        let mut stream = streaming::plan(
+            &analyzed,
+            view.emit,
+            view.late,
+            &sources,
+            state.execution_props(),
+        )?;
         stream.schema = output_schema(&stream, &query)?;
         Ok((name, stream))
     }
@@ -117,15 +128,16 @@ impl Engine {
             }
         }
         let (name, plan) = self.stream_plan(state, view).await?;
-        let (definition, result) = self.catalog.new_materialized_view(
+        let (definition, results) = self.catalog.new_materialized_view(
             &name,
             &view.text,
             plan.reads.clone(),
             plan.schema.clone(),
+            plan.side_output.clone(),
         )?;
         let input = plan.input.clone();
         let output = plan.output.clone();
-        let pipeline = pipeline(definition.id, &name, plan, result.clone())?;
+        let pipeline = pipeline(definition.id, &name, plan, &results)?;
         // A table's history is read with its writes paused; a view's under
         // the dataflow lock (views change only under it).
         let table = self.catalog.table(&input);
@@ -168,7 +180,7 @@ impl Engine {
                     Engine::checkpoint_into(&mut flow, &mut writes)?;
                     Ok(writes)
                 })
-                .and_then(|writes| catalog.commit_materialized_view(definition, result, writes));
+                .and_then(|writes| catalog.commit_materialized_view(definition, results, writes));
             if outcome.is_err() {
                 flow.remove_failed_view(&view_name);
             }
@@ -218,11 +230,13 @@ impl Engine {
         let state = self.state();
         let (name, plan) = self.stream_plan(&state, view).await?;
         let id = definition.id;
-        let result = self
-            .catalog
-            .restore_materialized_view(definition, plan.schema.clone())?;
+        let results = self.catalog.restore_materialized_view(
+            definition,
+            plan.schema.clone(),
+            plan.side_output.clone(),
+        )?;
         let output = plan.output.clone();
-        let pipeline = pipeline(id, &name, plan, result)?;
+        let pipeline = pipeline(id, &name, plan, &results)?;
         self.dataflow.lock().add_view(pipeline);
         self.view_streams().insert(name, output);
         Ok(())
@@ -260,24 +274,24 @@ impl Engine {
     }
 }
 
-fn pipeline(
-    id: u64,
-    name: &str,
-    plan: StreamPlan,
-    result: Arc<ViewResult>,
-) -> Result<ViewPipeline> {
-    let late_rows = result.late_rows.clone();
+fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Result<ViewPipeline> {
+    let late_rows = LateRows::new(results.rows.late_rows.clone(), results.late.is_some());
     let operators = plan
         .nodes
         .into_iter()
         .map(|node| node.operator(&late_rows))
         .collect::<Result<Vec<_>>>()?;
+    let late = results
+        .late
+        .clone()
+        .map(|result| LateSink::new(side_output_name(name), late_rows, result));
     Ok(ViewPipeline::new(
         id,
         name,
         vec![plan.input],
         operators,
-        result,
+        results.rows.clone(),
+        late,
     ))
 }
 

@@ -50,6 +50,11 @@ pub fn interval_nanoseconds(expr: &Expr) -> Option<i128> {
     }
 }
 
+/// The length of an interval written as text: '10 minutes', '1 hour 30 minutes'.
+pub fn text_nanoseconds(text: &str) -> Option<i128> {
+    parse_parts(text)
+}
+
 /// "1 hour 30 minutes", "90 seconds", "1.5 hours".
 fn parse_parts(text: &str) -> Option<i128> {
     let words: Vec<&str> = text.split_whitespace().collect();

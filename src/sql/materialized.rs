@@ -16,6 +16,8 @@ pub struct MaterializedView {
     /// The CREATE statement as written (without EXPLAIN), for the catalog.
     pub text: String,
     pub emit: EmitMode,
+    /// `WITH (late_data = ..., allowed_lateness = ...)`.
+    pub late: crate::stream::LatePolicy,
     pub explain: bool,
 }
 

@@ -5,6 +5,7 @@
 
 mod alter_system;
 mod interval;
+mod late_data;
 mod limits;
 pub mod materialized;
 mod output_names;

@@ -125,11 +125,16 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         let statement = parse_tokens(create)?;
         super::limits::check_nesting(&statement)?;
         materialized::check(&statement)?;
+        let late = match &statement {
+            ast::Statement::CreateView(create) => super::late_data::late_policy(&create.options)?,
+            _ => crate::stream::LatePolicy::Drop,
+        };
         return Ok(Statement::CreateMaterializedView(Box::new(
             MaterializedView {
                 statement: windows::rewrite_streaming(statement)?,
                 text,
                 emit,
+                late,
                 explain,
             },
         )));

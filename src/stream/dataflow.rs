@@ -106,7 +106,7 @@ impl Dataflow {
 
     pub fn set_replaying(&mut self, replaying: bool) {
         for view in self.views.values_mut() {
-            view.sink.set_replaying(replaying);
+            view.set_replaying(replaying);
         }
     }
 
@@ -187,7 +187,10 @@ impl Dataflow {
                     continue;
                 }
                 let changes = view.process(&input, messages.clone(), writes)?;
-                writes.extend(view.sink.take_writes());
+                writes.extend(view.take_writes());
+                if let Some((late, changes)) = view.take_late_changes() {
+                    queue.push_back((late, changes, None));
+                }
                 if !changes.is_empty() {
                     queue.push_back((view.name.clone(), changes, None));
                 }

@@ -5,6 +5,7 @@
 
 pub mod checkpoint;
 pub mod dataflow;
+pub mod late;
 pub mod message;
 pub mod operator;
 pub mod operators;
@@ -12,6 +13,7 @@ pub mod pipeline;
 pub mod watermark;
 
 pub use dataflow::Dataflow;
+pub use late::{LatePolicy, LateRows};
 pub use message::{Chunk, Message};
 pub use operator::Operator;
 pub use watermark::WatermarkTracker;

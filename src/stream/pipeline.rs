@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::checkpoint::{decode_i64, encode_i64, operator_prefix, StateReader, StateWriter};
-use super::message::Message;
+use super::late::LateRows;
+use super::message::{Chunk, Message};
 use super::operator::{run, Operator, Output};
 use super::operators::MaterializeOperator;
 use crate::catalog::view_result::ViewResult;
@@ -25,8 +26,43 @@ pub struct ViewPipeline {
     pub inputs: Vec<String>,
     operators: Vec<Box<dyn Operator>>,
     pub(super) sink: MaterializeOperator,
+    /// `<view>_late` when the view keeps its late rows.
+    late: Option<LateSink>,
     watermarks: WatermarkMerge,
     barriers: BarrierAlign,
+}
+
+/// The side output: late rows the operators kept, applied to `<view>_late`.
+pub struct LateSink {
+    pub name: String,
+    pub rows: LateRows,
+    pub sink: MaterializeOperator,
+    /// Its changes since the dataflow last took them.
+    changes: Vec<Message>,
+}
+
+impl LateSink {
+    pub fn new(name: String, rows: LateRows, result: Arc<ViewResult>) -> Self {
+        LateSink {
+            name,
+            rows,
+            sink: MaterializeOperator::new(result),
+            changes: Vec::new(),
+        }
+    }
+
+    fn collect(&mut self) -> Result<()> {
+        let messages: Vec<Message> = self
+            .rows
+            .take_kept()
+            .into_iter()
+            .map(|rows| Message::batch(Chunk::inserts(rows)))
+            .collect();
+        if !messages.is_empty() {
+            self.changes.extend(run(&mut self.sink, messages)?);
+        }
+        Ok(())
+    }
 }
 
 impl ViewPipeline {
@@ -36,9 +72,11 @@ impl ViewPipeline {
         inputs: Vec<String>,
         operators: Vec<Box<dyn Operator>>,
         result: Arc<ViewResult>,
+        late: Option<LateSink>,
     ) -> Self {
         ViewPipeline {
             id,
+            late,
             name: name.to_string(),
             watermarks: WatermarkMerge::new(&inputs),
             barriers: BarrierAlign::new(&inputs),
@@ -87,7 +125,36 @@ impl ViewPipeline {
             let late = self.sink.result().late_rows.load(Ordering::Relaxed) as i64;
             StateWriter::new(self.sink_prefix(), checkpoint).put(LATE_ROWS, encode_i64(late));
         }
+        if let Some(late) = &mut self.late {
+            late.collect()?;
+            // Views reading the side output checkpoint with this epoch too.
+            let barriers = current.iter().filter(|m| matches!(m, Message::Barrier(_)));
+            late.changes.extend(barriers.cloned());
+        }
         run(&mut self.sink, current)
+    }
+
+    /// The writes of the view's rows (and late rows) changed so far.
+    pub(super) fn take_writes(&mut self) -> WriteBatch {
+        let mut writes = self.sink.take_writes();
+        if let Some(late) = &mut self.late {
+            writes.extend(late.sink.take_writes());
+        }
+        writes
+    }
+
+    /// The side output's name and its changes since the last call.
+    pub(super) fn take_late_changes(&mut self) -> Option<(String, Vec<Message>)> {
+        let late = self.late.as_mut()?;
+        let changes = std::mem::take(&mut late.changes);
+        (!changes.is_empty()).then(|| (late.name.clone(), changes))
+    }
+
+    pub(super) fn set_replaying(&mut self, replaying: bool) {
+        self.sink.set_replaying(replaying);
+        if let Some(late) = &mut self.late {
+            late.sink.set_replaying(replaying);
+        }
     }
 
     fn sink_prefix(&self) -> Vec<u8> {

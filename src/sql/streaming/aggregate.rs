@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{Aggregate, Expr, GroupingSet};
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
@@ -13,7 +13,8 @@ use super::nodes::{AggregateNode, StreamNode};
 use super::{PhysicalExprs, Planner, Segment, WindowColumns};
 use crate::error::{Result, WeirError};
 use crate::stream::operators::aggregate::{AggregateCall, WindowGroup};
-use crate::stream::EmitMode;
+use crate::stream::operators::aggregate_late::SideOutputShape;
+use crate::stream::{EmitMode, LatePolicy};
 
 impl Planner<'_> {
     pub(super) fn aggregate(&mut self, aggregate: &Aggregate) -> Result<Segment> {
@@ -48,13 +49,26 @@ impl Planner<'_> {
             }
         }
         let schema: SchemaRef = Arc::new(aggregate.schema.as_arrow().clone());
+        let late = match &window_group {
+            Some(group) => {
+                self.windowed = true;
+                if self.late == LatePolicy::SideOutput {
+                    let time = schema.field(group.column).data_type().clone();
+                    self.side_output = Some(side_output_shape(aggregate, time));
+                }
+                self.late
+            }
+            None => LatePolicy::Drop,
+        };
         segment.watermark = match (&window_group, self.emit) {
             (Some(group), EmitMode::OnWindowClose) => {
                 Some(schema.field(group.column).name().clone())
             }
             _ => None,
         };
-        segment.updating = self.emit == EmitMode::OnUpdate;
+        // Under `update` a closed window can still be corrected.
+        segment.updating =
+            self.emit == EmitMode::OnUpdate || matches!(late, LatePolicy::Update { .. });
         segment.window = None;
         segment.nodes.push(StreamNode::Aggregate(AggregateNode {
             groups,
@@ -65,6 +79,8 @@ impl Planner<'_> {
             emit: self.emit,
             schema,
             watermark,
+            late,
+            side_output: self.side_output.clone(),
         }));
         Ok(segment)
     }
@@ -156,5 +172,24 @@ impl Planner<'_> {
             calls.push(AggregateCall { function, filter });
         }
         Ok((calls, display))
+    }
+}
+
+/// `<view>_late`: the aggregate's input columns, then the window the row
+/// missed and the watermark it arrived under.
+fn side_output_shape(aggregate: &Aggregate, time: DataType) -> SideOutputShape {
+    const ADDED: [&str; 3] = ["window_start", "window_end", "watermark"];
+    let input = aggregate.input.schema().as_arrow().clone();
+    let columns: Vec<usize> = (0..input.fields().len())
+        .filter(|&index| !ADDED.contains(&input.field(index).name().as_str()))
+        .collect();
+    let mut fields: Vec<Field> = columns
+        .iter()
+        .map(|&index| input.field(index).clone().with_nullable(true))
+        .collect();
+    fields.extend(ADDED.map(|name| Field::new(name, time.clone(), true)));
+    SideOutputShape {
+        columns,
+        schema: Arc::new(Schema::new(fields)),
     }
 }

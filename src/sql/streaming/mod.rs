@@ -23,8 +23,9 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 use crate::catalog::table::DurableTable;
 use crate::catalog::view_result::MaterializedViewTable;
 use crate::error::{Result, WeirError};
+use crate::stream::operators::aggregate_late::SideOutputShape;
 use crate::stream::operators::window::WindowSpec;
-use crate::stream::EmitMode;
+use crate::stream::{EmitMode, LatePolicy};
 use errors::{has_subquery, no_watermark, refused, shown, unsupported};
 use nodes::{EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
 use window_function::WindowTable;
@@ -51,6 +52,9 @@ pub trait Sources {
 
 pub struct StreamPlan {
     pub input: String,
+    pub late: LatePolicy,
+    /// The columns of `<view>_late` when the view keeps late rows.
+    pub side_output: Option<SchemaRef>,
     /// Every catalog relation the view reads (sources and inlined views).
     pub reads: Vec<String>,
     pub nodes: Vec<StreamNode>,
@@ -87,6 +91,7 @@ impl StreamPlan {
 pub fn plan(
     plan: &LogicalPlan,
     emit: EmitMode,
+    late: LatePolicy,
     sources: &dyn Sources,
     props: &ExecutionProps,
 ) -> Result<StreamPlan> {
@@ -94,6 +99,9 @@ pub fn plan(
         sources,
         props,
         emit,
+        late,
+        side_output: None,
+        windowed: false,
         aggregates: count_aggregates(plan),
         reads: Vec::new(),
     };
@@ -104,8 +112,16 @@ pub fn plan(
         ));
     }
     let segment = planner.segment(plan)?;
+    if late != LatePolicy::Drop && !planner.windowed {
+        return Err(unsupported(
+            "late_data other than 'drop' without a windowed GROUP BY",
+            "Group by window_start or window_end of TUMBLE(...) or HOP(...), or leave out late_data.",
+        ));
+    }
     Ok(StreamPlan {
         input: segment.input,
+        late,
+        side_output: planner.side_output.map(|shape| shape.schema),
         reads: planner.reads,
         nodes: segment.nodes,
         schema: Arc::new(plan.schema().as_arrow().clone()),
@@ -155,6 +171,10 @@ struct Planner<'a> {
     sources: &'a dyn Sources,
     props: &'a ExecutionProps,
     emit: EmitMode,
+    late: LatePolicy,
+    side_output: Option<SideOutputShape>,
+    /// Whether a windowed GROUP BY was planned (late data applies to it).
+    windowed: bool,
     aggregates: usize,
     reads: Vec<String>,
 }

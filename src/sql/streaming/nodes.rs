@@ -2,19 +2,19 @@
 //! source to its result, each planning the operator of the same stem.
 
 use std::fmt::Write;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
-use crate::stream::operators::aggregate::{AggregateCall, WindowGroup};
+use crate::stream::operators::aggregate::{AggregateCall, LateHandling, WindowGroup};
+use crate::stream::operators::aggregate_late::SideOutputShape;
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
     AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator, WindowOperator,
 };
-use crate::stream::{EmitMode, Operator};
+use crate::stream::{EmitMode, LatePolicy, LateRows, Operator};
 
 pub enum StreamNode {
     EmitOnClose(EmitOnCloseNode),
@@ -59,10 +59,12 @@ pub struct AggregateNode {
     pub schema: SchemaRef,
     /// The time column whose watermark closes windows, if any.
     pub watermark: Option<String>,
+    pub late: LatePolicy,
+    pub side_output: Option<SideOutputShape>,
 }
 
 impl StreamNode {
-    pub fn operator(self, late_rows: &Arc<AtomicU64>) -> Result<Box<dyn Operator>> {
+    pub fn operator(self, late_rows: &LateRows) -> Result<Box<dyn Operator>> {
         Ok(match self {
             StreamNode::EmitOnClose(node) => Box::new(EmitOnCloseOperator::new(
                 node.time_column,
@@ -85,7 +87,11 @@ impl StreamNode {
                 node.window,
                 node.emit,
                 node.schema,
-                late_rows.clone(),
+                LateHandling {
+                    policy: node.late,
+                    rows: late_rows.clone(),
+                    side_output: node.side_output,
+                },
             )?),
         })
     }
@@ -125,7 +131,8 @@ impl StreamNode {
                 if node.window.is_some() {
                     let _ = write!(
                         line,
-                        " late=drop closes_on={}",
+                        " late={} closes_on={}",
+                        node.late.describe(),
                         node.watermark.as_deref().unwrap_or("never (no watermark)")
                     );
                 }

@@ -1,12 +1,14 @@
 //! GROUP BY over a stream, with DataFusion's accumulators per group. A
 //! windowed aggregate keeps its state as bins keyed by window end; a bin is
 //! complete when the watermark reaches its end. Then its rows are emitted
-//! (EMIT ON WINDOW CLOSE) and its state dropped. Rows arriving under a
-//! watermark at or past their window's end are late: dropped and counted.
+//! (EMIT ON WINDOW CLOSE) and, once the allowed lateness has passed too,
+//! its state dropped. Rows arriving under a watermark at or past their
+//! window's end plus the allowed lateness are late: counted, and kept in
+//! the side output if the view has one. Rows within the allowed lateness
+//! correct their window (a retraction and the new row).
 //! Without a window there is one bin that never closes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array};
@@ -19,13 +21,14 @@ use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::aggregate_late::{LateRow, SideOutputShape};
 use super::aggregate_state::{decode_bin, encode_bin};
 use super::window::{nanoseconds, WindowSpec};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{without_nulls, Chunk, Message};
 use crate::stream::operator::{Operator, Output};
-use crate::stream::EmitMode;
+use crate::stream::{EmitMode, LatePolicy, LateRows};
 
 /// One aggregate call and its optional FILTER (WHERE ...).
 pub struct AggregateCall {
@@ -58,11 +61,20 @@ pub struct AggregateOperator {
     /// Window end -> group key (row format) -> accumulators.
     bins: BTreeMap<i64, Bin>,
     watermark: Option<i64>,
-    late_rows: Arc<AtomicU64>,
+    late: LateHandling,
     /// Bins changed and bins closed since the last checkpoint: a
     /// checkpoint writes only those.
     changed: BTreeSet<i64>,
     closed: BTreeSet<i64>,
+}
+
+/// What a windowed aggregate does with late rows.
+#[derive(Clone, Default)]
+pub struct LateHandling {
+    pub policy: LatePolicy,
+    pub rows: LateRows,
+    /// Set when the view keeps late rows (`late_data = 'side_output'`).
+    pub side_output: Option<SideOutputShape>,
 }
 
 /// Rows to emit: group key, aggregate values, diff.
@@ -75,7 +87,7 @@ impl AggregateOperator {
         window: Option<WindowGroup>,
         emit: EmitMode,
         schema: SchemaRef,
-        late_rows: Arc<AtomicU64>,
+        late: LateHandling,
     ) -> Result<Self> {
         let fields = schema.fields()[..groups.len()]
             .iter()
@@ -90,7 +102,7 @@ impl AggregateOperator {
             converter: RowConverter::new(fields)?,
             bins: BTreeMap::new(),
             watermark: None,
-            late_rows,
+            late,
             changed: BTreeSet::new(),
             closed: BTreeSet::new(),
         })
@@ -257,23 +269,30 @@ impl Operator for AggregateOperator {
         let key_rows = self.converter.convert_columns(&keys)?;
         let ends = self.window_ends(&keys, rows)?;
         let arguments = self.evaluate_arguments(&chunk)?;
+        let lateness = self.late.policy.allowed_lateness_ns();
 
         // Rows of this chunk per (window end, group key), in first-seen order.
         let mut positions: HashMap<(i64, &[u8]), usize> = HashMap::new();
         let mut members: Vec<(i64, &[u8], Vec<u32>)> = Vec::new();
-        let mut late = 0;
+        let mut late = Vec::new();
         for (row, end) in ends.iter().enumerate() {
             let Some(end) = *end else { continue };
             if chunk.diff(row) != 1 {
                 return Err(WeirError::internal("an aggregate received a retraction"));
             }
-            if self.window.is_some()
-                && chunk
-                    .watermark_before(row, self.watermark)
-                    .is_some_and(|watermark| watermark >= end)
-            {
-                late += 1;
-                continue;
+            if let Some(window) = &self.window {
+                let watermark = chunk.watermark_before(row, self.watermark);
+                if let Some(watermark) = watermark.filter(|w| *w >= end.saturating_add(lateness)) {
+                    let start = end - window.spec.size_ns;
+                    let row = row as u32;
+                    late.push(LateRow {
+                        row,
+                        start,
+                        end,
+                        watermark,
+                    });
+                    continue;
+                }
             }
             let key = if self.groups.is_empty() {
                 &[][..]
@@ -286,65 +305,31 @@ impl Operator for AggregateOperator {
             });
             members[position].2.push(row as u32);
         }
-        self.late_rows.fetch_add(late, Ordering::Relaxed);
+        self.report_late(&chunk, &late)?;
 
         let mut emitted = Vec::new();
         for (end, key, indices) in members {
-            self.changed.insert(end);
-            let indices = UInt32Array::from(indices);
-            let bin = self.bins.entry(end).or_default();
-            let existed = bin.contains_key(key);
-            if !existed {
-                bin.insert(key.to_vec(), new_accumulators(&self.calls)?);
-            }
-            let accumulators = bin
-                .get_mut(key)
-                .ok_or_else(|| WeirError::internal("a group vanished"))?;
-            if self.emit == EmitMode::OnUpdate && existed {
-                emitted.push((key.to_vec(), evaluate(accumulators)?, -1));
-            }
-            for (accumulator, arguments) in accumulators.iter_mut().zip(&arguments) {
-                accumulator.update_batch(&arguments_for(arguments, &indices)?)?;
-            }
-            if self.emit == EmitMode::OnUpdate {
-                emitted.push((key.to_vec(), evaluate(accumulators)?, 1));
-            }
+            self.update_group(end, key, indices, &arguments, &mut emitted)?;
         }
         self.emit_rows(emitted, output)
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
-        if self
-            .watermark
-            .is_some_and(|current| current >= watermark_ns)
-        {
+        let previous = self.watermark;
+        if previous.is_some_and(|current| current >= watermark_ns) {
             return Ok(());
         }
         self.watermark = Some(watermark_ns);
         let Some(window) = self.window else {
             return Ok(());
         };
-        // Bins with end <= watermark are complete.
-        let open = self.bins.split_off(&watermark_ns.saturating_add(1));
-        let complete = std::mem::replace(&mut self.bins, open);
-        for end in complete.keys() {
-            self.changed.remove(end);
-            self.closed.insert(*end);
-        }
+        let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
         if self.emit == EmitMode::OnWindowClose {
-            let mut emitted = Vec::new();
-            for (_, bin) in complete {
-                let mut groups: Vec<_> = bin.into_iter().collect();
-                groups.sort_by(|a, b| a.0.cmp(&b.0));
-                for (key, mut accumulators) in groups {
-                    let values = evaluate(&mut accumulators)?;
-                    emitted.push((key, values, 1));
-                }
-            }
-            self.emit_rows(emitted, output)?;
-            // Results are final, so the output has a watermark: every later
-            // row's window starts at or after the earliest open window.
-            let start = window.spec.earliest_open_start(watermark_ns);
+            self.emit_completed(previous, watermark_ns, output)?;
+            // Results are final (up to the allowed lateness), so the output
+            // has a watermark: every later row's window starts at or after
+            // the earliest window still taking rows.
+            let start = window.spec.earliest_open_start(horizon);
             let shift = if window.is_end {
                 window.spec.size_ns
             } else {
@@ -352,195 +337,85 @@ impl Operator for AggregateOperator {
             };
             output.push(Message::Watermark(start + shift));
         }
+        self.drop_expired(horizon);
         Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stream::operators::window::WindowKind;
-    use datafusion::arrow::array::{StringArray, TimestampNanosecondArray};
-    use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
-    use datafusion::functions_aggregate::count::count_udaf;
-    use datafusion::physical_expr::aggregate::AggregateExprBuilder;
-    use datafusion::physical_expr::expressions::col;
-
-    fn time() -> DataType {
-        DataType::Timestamp(TimeUnit::Nanosecond, None)
-    }
-
-    fn input_schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("window_start", time(), true),
-        ]))
-    }
-
-    /// COUNT(*) per (window_start, k) over 10 ns TUMBLE windows.
-    fn operator(emit: EmitMode) -> (AggregateOperator, Arc<AtomicU64>) {
-        let input = input_schema();
-        let count = AggregateExprBuilder::new(count_udaf(), vec![col("k", &input).unwrap()])
-            .schema(input.clone())
-            .alias("n")
-            .build()
-            .unwrap();
-        let output = Arc::new(Schema::new(vec![
-            Field::new("window_start", time(), true),
-            Field::new("k", DataType::Utf8, true),
-            Field::new("n", DataType::Int64, false),
-        ]));
-        let late = Arc::new(AtomicU64::new(0));
-        let window = WindowGroup {
-            column: 0,
-            is_end: false,
-            spec: WindowSpec {
-                kind: WindowKind::Tumble,
-                size_ns: 10,
-                slide_ns: 10,
-                offset_ns: 0,
-            },
-        };
-        let groups = vec![
-            col("window_start", &input).unwrap(),
-            col("k", &input).unwrap(),
-        ];
-        let calls = vec![AggregateCall {
-            function: Arc::new(count),
-            filter: None,
-        }];
-        let operator =
-            AggregateOperator::new(groups, calls, Some(window), emit, output, late.clone())
-                .unwrap();
-        (operator, late)
-    }
-
-    /// Rows `(k, window_start)` with the watermark each arrived under.
-    fn chunk(rows: &[(&str, i64)], watermarks: &[Option<i64>]) -> Chunk {
-        let keys: StringArray = rows.iter().map(|(k, _)| Some(*k)).collect();
-        let starts = TimestampNanosecondArray::from_iter_values(rows.iter().map(|(_, s)| *s));
-        Chunk {
-            rows: RecordBatch::try_new(input_schema(), vec![Arc::new(keys), Arc::new(starts)])
-                .unwrap(),
-            diffs: None,
-            watermarks: Some(Int64Array::from(watermarks.to_vec())),
+impl AggregateOperator {
+    /// Adds rows `indices` to a group and emits what changed for it.
+    fn update_group(
+        &mut self,
+        end: i64,
+        key: &[u8],
+        indices: Vec<u32>,
+        arguments: &[(Vec<ArrayRef>, Option<BooleanArray>)],
+        emitted: &mut Emitted,
+    ) -> Result<()> {
+        self.changed.insert(end);
+        let indices = UInt32Array::from(indices);
+        // Under EMIT ON WINDOW CLOSE a window already emitted (a row within
+        // the allowed lateness) is corrected like an update.
+        let emits = self.emit == EmitMode::OnUpdate || self.watermark.is_some_and(|w| w >= end);
+        let bin = self.bins.entry(end).or_default();
+        let existed = bin.contains_key(key);
+        if !existed {
+            bin.insert(key.to_vec(), new_accumulators(&self.calls)?);
         }
+        let accumulators = bin
+            .get_mut(key)
+            .ok_or_else(|| WeirError::internal("a group vanished"))?;
+        if emits && existed {
+            emitted.push((key.to_vec(), evaluate(accumulators)?, -1));
+        }
+        for (accumulator, arguments) in accumulators.iter_mut().zip(arguments) {
+            accumulator.update_batch(&arguments_for(arguments, &indices)?)?;
+        }
+        if emits {
+            emitted.push((key.to_vec(), evaluate(accumulators)?, 1));
+        }
+        Ok(())
     }
 
-    /// Emitted rows as `(window_start, k, n, diff)`.
-    fn rows(output: &Output) -> Vec<(i64, String, i64, i64)> {
-        let mut all = Vec::new();
-        for message in output {
-            let Message::Batch(chunk) = message else {
-                continue;
-            };
-            let starts = nanoseconds(chunk.rows.column(0)).unwrap();
-            let keys = chunk.rows.column(1).as_string::<i32>();
-            let counts = chunk.rows.column(2).as_primitive::<Int64Type>();
-            for row in 0..chunk.num_rows() {
-                all.push((
-                    starts.value(row),
-                    keys.value(row).to_string(),
-                    counts.value(row),
-                    chunk.diff(row),
-                ));
+    fn report_late(&self, chunk: &Chunk, late: &[LateRow]) -> Result<()> {
+        match &self.late.side_output {
+            Some(shape) if !late.is_empty() => self.late.rows.keep(shape.rows(chunk, late)?),
+            _ => self.late.rows.count(late.len() as u64),
+        }
+        Ok(())
+    }
+
+    /// Emits the windows completed since the `previous` watermark.
+    fn emit_completed(
+        &mut self,
+        previous: Option<i64>,
+        watermark_ns: i64,
+        output: &mut Output,
+    ) -> Result<()> {
+        use std::ops::Bound;
+        let lower = previous.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut emitted = Vec::new();
+        for (_, bin) in self.bins.range_mut((lower, Bound::Included(watermark_ns))) {
+            let mut groups: Vec<_> = bin.iter_mut().collect();
+            groups.sort_by(|a, b| a.0.cmp(b.0));
+            for (key, accumulators) in groups {
+                emitted.push((key.clone(), evaluate(accumulators)?, 1));
             }
         }
-        all
+        self.emit_rows(emitted, output)
     }
 
-    #[test]
-    fn windows_emit_once_when_the_watermark_passes_their_end() {
-        let (mut aggregate, late) = operator(EmitMode::OnWindowClose);
-        let mut output = Vec::new();
-        let input = chunk(
-            &[("a", 0), ("b", 0), ("a", 0), ("a", 10)],
-            &[None, Some(1), Some(2), Some(3)],
-        );
-        aggregate.on_batch(input, &mut output).unwrap();
-        assert!(output.is_empty(), "nothing is final yet");
-        aggregate.on_watermark(10, &mut output).unwrap();
-        assert_eq!(
-            rows(&output),
-            vec![(0, "a".into(), 2, 1), (0, "b".into(), 1, 1)]
-        );
-        // The output watermark is the start of the earliest open window.
-        assert!(matches!(output.last(), Some(Message::Watermark(10))));
-
-        // A row for the closed window arriving under watermark 10 is late.
-        let mut output = Vec::new();
-        aggregate
-            .on_batch(
-                chunk(&[("a", 0), ("a", 10)], &[Some(10), Some(10)]),
-                &mut output,
-            )
-            .unwrap();
-        assert_eq!(late.load(Ordering::Relaxed), 1);
-        aggregate.on_watermark(25, &mut output).unwrap();
-        assert_eq!(rows(&output), vec![(10, "a".into(), 2, 1)]);
-        assert!(aggregate.bins.is_empty(), "closed windows leave no state");
-    }
-
-    #[test]
-    fn a_restored_checkpoint_continues_like_the_original() {
-        use crate::state::{SledStore, StateStore, WriteBatch};
-        use crate::stream::checkpoint::{StateReader, StateWriter};
-        let directory = tempfile::tempdir().unwrap();
-        let store = SledStore::open(directory.path()).unwrap();
-        let checkpoint = |aggregate: &mut AggregateOperator| {
-            let mut batch = WriteBatch::new();
-            aggregate
-                .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
-                .unwrap();
-            store.commit(batch).unwrap();
-        };
-        let (mut original, _) = operator(EmitMode::OnWindowClose);
-        let mut ignored = Vec::new();
-        let first = chunk(&[("a", 0), ("b", 10), ("a", 20)], &[None, Some(1), Some(2)]);
-        original.on_batch(first, &mut ignored).unwrap();
-        original.on_watermark(10, &mut ignored).unwrap();
-        checkpoint(&mut original);
-        original
-            .on_batch(chunk(&[("b", 20)], &[Some(10)]), &mut ignored)
-            .unwrap();
-        // Only the changed bin is rewritten; the closed one is deleted.
-        checkpoint(&mut original);
-
-        let entries = store
-            .scan_prefix(b"op/")
-            .unwrap()
-            .into_iter()
-            .map(|(key, value)| (key[3..].to_vec(), value))
-            .collect();
-        let (mut restored, _) = operator(EmitMode::OnWindowClose);
-        restored.restore(&StateReader { entries }).unwrap();
-        let (mut expected, mut actual) = (Vec::new(), Vec::new());
-        original.on_watermark(40, &mut expected).unwrap();
-        restored.on_watermark(40, &mut actual).unwrap();
-        assert_eq!(rows(&actual), rows(&expected));
-        assert_eq!(rows(&actual).len(), 3);
-    }
-
-    #[test]
-    fn updates_retract_the_previous_row() {
-        let (mut aggregate, _) = operator(EmitMode::OnUpdate);
-        let mut output = Vec::new();
-        aggregate
-            .on_batch(chunk(&[("a", 0)], &[None]), &mut output)
-            .unwrap();
-        aggregate
-            .on_batch(
-                chunk(&[("a", 0), ("a", 0)], &[Some(0), Some(0)]),
-                &mut output,
-            )
-            .unwrap();
-        assert_eq!(
-            rows(&output),
-            vec![
-                (0, "a".into(), 1, 1),
-                (0, "a".into(), 1, -1),
-                (0, "a".into(), 3, 1)
-            ]
-        );
+    /// Drops the bins that take no more rows: end <= `horizon`.
+    fn drop_expired(&mut self, horizon: i64) {
+        let open = self.bins.split_off(&horizon.saturating_add(1));
+        let expired = std::mem::replace(&mut self.bins, open);
+        for end in expired.keys() {
+            self.changed.remove(end);
+            self.closed.insert(*end);
+        }
     }
 }
+
+#[cfg(test)]
+#[path = "aggregate_tests.rs"]
+mod tests;

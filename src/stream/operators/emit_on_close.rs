@@ -3,7 +3,6 @@
 //! event-time order (ties in arrival order). A row already behind the
 //! watermark when it arrives is late: dropped and counted.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BooleanArray, UInt32Array};
@@ -15,18 +14,19 @@ use crate::state::batch_codec::{decode_batches, encode_batch};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Operator, Output};
+use crate::stream::LateRows;
 
 pub struct EmitOnCloseOperator {
     time_column: usize,
     pending: Vec<Chunk>,
     watermark: Option<i64>,
-    late_rows: Arc<AtomicU64>,
+    late_rows: LateRows,
     /// Whether `pending` changed since the last checkpoint.
     changed: bool,
 }
 
 impl EmitOnCloseOperator {
-    pub fn new(time_column: usize, late_rows: Arc<AtomicU64>) -> Self {
+    pub fn new(time_column: usize, late_rows: LateRows) -> Self {
         EmitOnCloseOperator {
             time_column,
             pending: Vec::new(),
@@ -57,7 +57,7 @@ impl Operator for EmitOnCloseOperator {
             })
             .collect();
         let late = on_time.iter().filter(|keep| *keep == Some(false)).count();
-        self.late_rows.fetch_add(late as u64, Ordering::Relaxed);
+        self.late_rows.count(late as u64);
         let kept = chunk.filter(&on_time)?;
         if kept.num_rows() > 0 {
             self.changed = true;
@@ -163,6 +163,7 @@ mod tests {
     use datafusion::arrow::array::{Int64Array, TimestampNanosecondArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
     use datafusion::arrow::record_batch::RecordBatch;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     fn chunk(times: &[i64], watermarks: &[Option<i64>]) -> Chunk {
         let schema = Arc::new(Schema::new(vec![Field::new(
@@ -192,7 +193,7 @@ mod tests {
     #[test]
     fn rows_wait_for_the_watermark_and_leave_in_event_time_order() {
         let late = Arc::new(AtomicU64::new(0));
-        let mut operator = EmitOnCloseOperator::new(0, late.clone());
+        let mut operator = EmitOnCloseOperator::new(0, LateRows::new(late.clone(), false));
         let mut output = Vec::new();
         operator
             .on_batch(

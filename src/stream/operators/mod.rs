@@ -3,6 +3,7 @@
 //! `AggregateOperator`).
 
 pub mod aggregate;
+pub mod aggregate_late;
 mod aggregate_state;
 pub mod emit_on_close;
 pub mod filter;
