@@ -14,6 +14,7 @@ use super::{PhysicalExprs, Planner, Segment, WindowColumns};
 use crate::error::{Result, WeirError};
 use crate::stream::operators::aggregate::{AggregateCall, WindowGroup};
 use crate::stream::operators::aggregate_late::SideOutputShape;
+use crate::stream::operators::window::WindowKind;
 use crate::stream::{EmitMode, LatePolicy};
 
 impl Planner<'_> {
@@ -101,6 +102,22 @@ impl Planner<'_> {
                 .iter()
                 .position(|expr| matches!(expr, Expr::Column(column) if &column.name == name))
         };
+        if window.spec.kind == WindowKind::Cumulate {
+            // CUMULATE windows share their start: only the end names one.
+            return match (position(&window.start), position(&window.end)) {
+                (_, Some(column)) => Ok(Some(WindowGroup {
+                    column,
+                    is_end: true,
+                    spec: window.spec,
+                })),
+                (Some(_), None) => Err(WeirError::new(
+                    "42803",
+                    "CUMULATE windows share their window_start, so GROUP BY window_start alone merges them",
+                )
+                .with_hint("GROUP BY window_start, window_end (or window_end).")),
+                (None, None) => Ok(None),
+            };
+        }
         Ok(match (position(&window.start), position(&window.end)) {
             (Some(column), _) => Some(WindowGroup {
                 column,

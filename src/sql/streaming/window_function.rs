@@ -71,10 +71,10 @@ impl TableFunctionImpl for WindowFunction {
         let input = text_argument(exprs, 1)?;
         let time_column = text_argument(exprs, 2)?;
         let spec = WindowSpec {
-            kind: if function == "HOP" {
-                WindowKind::Hop
-            } else {
-                WindowKind::Tumble
+            kind: match function.as_str() {
+                "HOP" => WindowKind::Hop,
+                "CUMULATE" => WindowKind::Cumulate,
+                _ => WindowKind::Tumble,
             },
             size_ns: integer_argument(exprs, 3)?,
             slide_ns: integer_argument(exprs, 4)?,

@@ -283,7 +283,7 @@ impl Operator for AggregateOperator {
             if let Some(window) = &self.window {
                 let watermark = chunk.watermark_before(row, self.watermark);
                 if let Some(watermark) = watermark.filter(|w| *w >= end.saturating_add(lateness)) {
-                    let start = end - window.spec.size_ns;
+                    let start = window.spec.start_of(end);
                     let row = row as u32;
                     late.push(LateRow {
                         row,
@@ -329,13 +329,11 @@ impl Operator for AggregateOperator {
             // Results are final (up to the allowed lateness), so the output
             // has a watermark: every later row's window starts at or after
             // the earliest window still taking rows.
-            let start = window.spec.earliest_open_start(horizon);
-            let shift = if window.is_end {
-                window.spec.size_ns
+            output.push(Message::Watermark(if window.is_end {
+                window.spec.earliest_open_end(horizon)
             } else {
-                0
-            };
-            output.push(Message::Watermark(start + shift));
+                window.spec.earliest_open_start(horizon)
+            }));
         }
         self.drop_expired(horizon);
         Ok(())

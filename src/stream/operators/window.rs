@@ -1,6 +1,6 @@
-//! Assigns each row to its TUMBLE or HOP windows, appending `window_start`
-//! and `window_end`. A HOP row is repeated once per window it falls in.
-//! Windows align to 1970-01-01 plus the offset.
+//! Assigns each row to its TUMBLE, HOP or CUMULATE windows, appending
+//! `window_start` and `window_end`. A row is repeated once per window it
+//! falls in. Windows align to 1970-01-01 plus the offset.
 
 use std::sync::Arc;
 
@@ -19,10 +19,14 @@ use crate::stream::operator::{Operator, Output};
 pub enum WindowKind {
     Tumble,
     Hop,
+    /// Windows that all start at the start of a `size`-long period and end
+    /// every `slide` (the step) within it.
+    Cumulate,
 }
 
 /// The shape of a window: `size` long, a new one every `slide` (equal to
-/// `size` for TUMBLE), starting at `offset` past the epoch grid.
+/// `size` for TUMBLE; the step for CUMULATE), starting at `offset` past
+/// the epoch grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowSpec {
     pub kind: WindowKind,
@@ -36,30 +40,68 @@ impl WindowSpec {
         time_ns - (time_ns - self.offset_ns).rem_euclid(step_ns)
     }
 
-    /// Starts of the windows containing `time_ns`, ascending.
-    pub fn starts(&self, time_ns: i64) -> impl Iterator<Item = i64> {
-        let last = self.floor(time_ns, self.slide_ns);
-        let first = self.floor(time_ns.saturating_sub(self.size_ns), self.slide_ns) + self.slide_ns;
+    /// The windows `(start, end)` containing `time_ns`, by ascending end.
+    pub fn windows(&self, time_ns: i64) -> impl Iterator<Item = (i64, i64)> {
         let slide = self.slide_ns;
+        let (first, last, cumulative_start) = match self.kind {
+            WindowKind::Cumulate => {
+                let start = self.floor(time_ns, self.size_ns);
+                (
+                    self.floor(time_ns, slide) + slide,
+                    start + self.size_ns,
+                    Some(start),
+                )
+            }
+            _ => (
+                self.floor(time_ns.saturating_sub(self.size_ns), slide) + slide,
+                self.floor(time_ns, slide),
+                None,
+            ),
+        };
+        let size = self.size_ns;
         (0..)
             .map(move |step| first + step * slide)
-            .take_while(move |start| *start <= last)
+            .take_while(move |value| *value <= last)
+            .map(move |value| match cumulative_start {
+                Some(start) => (start, value),
+                None => (value, value + size),
+            })
+    }
+
+    /// The start of the window ending at `end_ns`.
+    pub fn start_of(&self, end_ns: i64) -> i64 {
+        match self.kind {
+            WindowKind::Cumulate => self.floor(end_ns - 1, self.size_ns),
+            _ => end_ns - self.size_ns,
+        }
     }
 
     /// The start of the earliest window still open at `watermark_ns` (its
     /// end is past the watermark): every later result row starts here or later.
     pub fn earliest_open_start(&self, watermark_ns: i64) -> i64 {
-        self.floor(watermark_ns.saturating_sub(self.size_ns), self.slide_ns) + self.slide_ns
+        match self.kind {
+            WindowKind::Cumulate => self.floor(watermark_ns, self.size_ns),
+            _ => {
+                self.floor(watermark_ns.saturating_sub(self.size_ns), self.slide_ns) + self.slide_ns
+            }
+        }
+    }
+
+    /// The end of the earliest window still open at `watermark_ns`.
+    pub fn earliest_open_end(&self, watermark_ns: i64) -> i64 {
+        match self.kind {
+            WindowKind::Cumulate => self.floor(watermark_ns, self.slide_ns) + self.slide_ns,
+            _ => self.earliest_open_start(watermark_ns) + self.size_ns,
+        }
     }
 
     pub fn describe(&self) -> String {
         let size = describe_duration(self.size_ns);
+        let slide = describe_duration(self.slide_ns);
         match self.kind {
             WindowKind::Tumble => format!("TUMBLE(size={size})"),
-            WindowKind::Hop => format!(
-                "HOP(slide={}, size={size})",
-                describe_duration(self.slide_ns)
-            ),
+            WindowKind::Hop => format!("HOP(slide={slide}, size={size})"),
+            WindowKind::Cumulate => format!("CUMULATE(step={slide}, size={size})"),
         }
     }
 }
@@ -108,16 +150,17 @@ impl Operator for WindowOperator {
         let times = nanoseconds(chunk.rows.column(self.time_column))?;
         let mut indices = Vec::with_capacity(times.len());
         let mut starts = Vec::with_capacity(times.len());
+        let mut ends = Vec::with_capacity(times.len());
         for (row, time) in times.iter().enumerate() {
             // A row without an event time belongs to no window.
             let Some(time) = time else { continue };
-            for start in self.spec.starts(time) {
+            for (start, end) in self.spec.windows(time) {
                 indices.push(row as u32);
                 starts.push(start);
+                ends.push(end);
             }
         }
         let windowed = chunk.take(&UInt32Array::from(indices))?;
-        let ends: Vec<i64> = starts.iter().map(|s| s + self.spec.size_ns).collect();
         let time_type = self
             .schema
             .field(self.schema.fields().len() - 1)
@@ -164,6 +207,35 @@ mod tests {
 
     const MINUTE: i64 = 60_000_000_000;
 
+    fn starts(spec: &WindowSpec, time: i64) -> Vec<i64> {
+        spec.windows(time).map(|(start, _)| start).collect()
+    }
+
+    #[test]
+    fn cumulate_windows_share_a_start_and_end_every_step() {
+        let spec = WindowSpec {
+            kind: WindowKind::Cumulate,
+            size_ns: 30 * MINUTE,
+            slide_ns: 10 * MINUTE,
+            offset_ns: 0,
+        };
+        let windows: Vec<_> = spec.windows(37 * MINUTE).collect();
+        assert_eq!(
+            windows,
+            vec![
+                (30 * MINUTE, 40 * MINUTE),
+                (30 * MINUTE, 50 * MINUTE),
+                (30 * MINUTE, 60 * MINUTE)
+            ]
+        );
+        // A row on a step boundary is not in the window ending there.
+        assert_eq!(spec.windows(50 * MINUTE).count(), 1);
+        assert_eq!(spec.start_of(50 * MINUTE), 30 * MINUTE);
+        assert_eq!(spec.start_of(60 * MINUTE), 30 * MINUTE);
+        assert_eq!(spec.earliest_open_end(50 * MINUTE), 60 * MINUTE);
+        assert_eq!(spec.earliest_open_start(50 * MINUTE), 30 * MINUTE);
+    }
+
     fn hop(slide: i64, size: i64) -> WindowSpec {
         WindowSpec {
             kind: WindowKind::Hop,
@@ -181,27 +253,21 @@ mod tests {
             slide_ns: 5 * MINUTE,
             offset_ns: MINUTE,
         };
-        assert_eq!(
-            spec.starts(7 * MINUTE).collect::<Vec<_>>(),
-            vec![6 * MINUTE]
-        );
-        assert_eq!(
-            spec.starts(6 * MINUTE).collect::<Vec<_>>(),
-            vec![6 * MINUTE]
-        );
-        assert_eq!(spec.starts(-MINUTE).collect::<Vec<_>>(), vec![-4 * MINUTE]);
+        assert_eq!(starts(&spec, 7 * MINUTE), vec![6 * MINUTE]);
+        assert_eq!(starts(&spec, 6 * MINUTE), vec![6 * MINUTE]);
+        assert_eq!(starts(&spec, -MINUTE), vec![-4 * MINUTE]);
     }
 
     #[test]
     fn hop_rows_fall_in_size_over_slide_windows() {
         let spec = hop(MINUTE, 5 * MINUTE);
-        let starts: Vec<i64> = spec.starts(7 * MINUTE + 1).collect();
-        assert_eq!(starts, (3..=7).map(|m| m * MINUTE).collect::<Vec<_>>());
+        let first = starts(&spec, 7 * MINUTE + 1);
+        assert_eq!(first, (3..=7).map(|m| m * MINUTE).collect::<Vec<_>>());
         // A size that is not a multiple of the slide.
         let spec = hop(2 * MINUTE, 5 * MINUTE);
-        let starts: Vec<i64> = spec.starts(7 * MINUTE).collect();
-        assert_eq!(starts, vec![4 * MINUTE, 6 * MINUTE]);
-        for start in starts {
+        let second = starts(&spec, 7 * MINUTE);
+        assert_eq!(second, vec![4 * MINUTE, 6 * MINUTE]);
+        for start in second {
             assert!(start <= 7 * MINUTE && 7 * MINUTE < start + 5 * MINUTE);
         }
     }

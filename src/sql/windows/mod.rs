@@ -1,12 +1,15 @@
-//! Window table functions in FROM: `TUMBLE(t, ts, size [, offset])` and
-//! `HOP(t, ts, slide, size [, offset])`, also in Flink's spelling
+//! Window table functions in FROM: `TUMBLE(t, ts, size [, offset])`,
+//! `HOP(t, ts, slide, size [, offset])` and `CUMULATE(t, ts, step, size
+//! [, offset])`, also in Flink's spelling
 //! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`. Each adds `window_start`
 //! and `window_end` to every row of `t` (a table, view or subquery).
 //!
 //! For queries they are rewritten into plain SQL that DataFusion plans:
 //! TUMBLE bins the time column with `date_bin`; HOP lists every window start
 //! in `(ts - size, ts]` on the slide grid and unnests them, so a HOP size need
-//! not be a multiple of its slide. Windows align to 1970-01-01 plus offset.
+//! not be a multiple of its slide; CUMULATE lists the ends on the step grid
+//! from the row to the end of its size-long period. Windows align to
+//! 1970-01-01 plus offset.
 
 use std::ops::ControlFlow;
 
@@ -15,118 +18,14 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{Result, WeirError};
 
+mod flink_spelling;
+
+pub use flink_spelling::normalize_flink_spelling;
+
 const WINDOW_FUNCTIONS: &[&str] = &["TUMBLE", "HOP", "SESSION", "CUMULATE"];
-
-fn is_word(token: &Token, keyword: &str) -> bool {
-    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
-}
-
-fn is_window_function(token: &Token) -> bool {
-    WINDOW_FUNCTIONS.iter().any(|name| is_word(token, name))
-}
-
-/// Rewrites `TABLE(FN(TABLE t, DESCRIPTOR(c), ...))` to `FN(t, c, ...)`.
-pub fn normalize_flink_spelling(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
-    let significant: Vec<usize> = tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
-        .map(|(index, _)| index)
-        .collect();
-    let mut drop = vec![false; tokens.len()];
-    for (position, &index) in significant.iter().enumerate() {
-        let at = |offset: usize| {
-            significant
-                .get(position + offset)
-                .map(|&i| &tokens[i].token)
-        };
-        let starts_call = is_word(&tokens[index].token, "TABLE")
-            && at(1) == Some(&Token::LParen)
-            && at(2).is_some_and(is_window_function)
-            && at(3) == Some(&Token::LParen);
-        if !starts_call {
-            continue;
-        }
-        let outer_open = significant[position + 1];
-        let outer_close = matching_paren(&tokens, outer_open).ok_or_else(unbalanced)?;
-        drop[index] = true;
-        drop[outer_open] = true;
-        drop[outer_close] = true;
-        mark_arguments(&tokens, significant[position + 3], &mut drop)?;
-    }
-    Ok(tokens
-        .into_iter()
-        .zip(drop)
-        .filter_map(|(token, dropped)| (!dropped).then_some(token))
-        .collect())
-}
-
-fn unbalanced() -> WeirError {
-    WeirError::syntax("syntax error: unbalanced parentheses in a window function")
-}
-
-fn matching_paren(tokens: &[TokenWithSpan], open: usize) -> Option<usize> {
-    let mut depth = 0;
-    for (index, token) in tokens.iter().enumerate().skip(open) {
-        match token.token {
-            Token::LParen => depth += 1,
-            Token::RParen => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(index);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// Inside the window function's parentheses: drop `TABLE` before the input
-/// and unwrap `DESCRIPTOR(col)`.
-fn mark_arguments(tokens: &[TokenWithSpan], open: usize, drop: &mut [bool]) -> Result<()> {
-    let close = matching_paren(tokens, open).ok_or_else(unbalanced)?;
-    let mut argument_start = true;
-    let mut depth = 0;
-    let mut index = open + 1;
-    while index < close {
-        let token = &tokens[index].token;
-        match token {
-            Token::Whitespace(_) => {}
-            Token::Comma if depth == 0 => argument_start = true,
-            _ if argument_start && depth == 0 && is_word(token, "TABLE") => drop[index] = true,
-            _ if argument_start && depth == 0 && is_word(token, "DESCRIPTOR") => {
-                drop[index] = true;
-                let descriptor_open = (index + 1..close)
-                    .find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
-                    .filter(|&i| tokens[i].token == Token::LParen)
-                    .ok_or_else(|| WeirError::syntax("syntax error: DESCRIPTOR needs (column)"))?;
-                let descriptor_close =
-                    matching_paren(tokens, descriptor_open).ok_or_else(unbalanced)?;
-                drop[descriptor_open] = true;
-                drop[descriptor_close] = true;
-                argument_start = false;
-                index = descriptor_open + 1;
-                continue;
-            }
-            Token::LParen => {
-                depth += 1;
-                argument_start = false;
-            }
-            Token::RParen => {
-                depth -= 1;
-                argument_start = false;
-            }
-            _ => argument_start = false,
-        }
-        index += 1;
-    }
-    Ok(())
-}
 
 /// Replaces window function calls in FROM by the subqueries they stand for.
 pub fn rewrite(statement: ast::Statement) -> Result<ast::Statement> {
@@ -206,6 +105,7 @@ fn window_arguments<'a>(function: &str, args: &'a [FunctionArg]) -> Result<Windo
     let usage = match function {
         "TUMBLE" => "TUMBLE(table, time_column, size [, offset])",
         "HOP" => "HOP(table, time_column, slide, size [, offset])",
+        "CUMULATE" => "CUMULATE(table, time_column, step, size [, offset])",
         other => {
             return Err(
                 WeirError::unsupported(format!("{other} windows are not supported yet"))
@@ -221,6 +121,17 @@ fn window_arguments<'a>(function: &str, args: &'a [FunctionArg]) -> Result<Windo
         );
     }
     let lengths = check_sizes(function, &arguments[2..minimum], usage)?;
+    if let ("CUMULATE", [step, size]) = (function, &lengths[..]) {
+        if size % step != 0 {
+            return Err(WeirError::new(
+                crate::error::sqlstate::INVALID_PARAMETER_VALUE,
+                "CUMULATE: the size must be a whole number of steps",
+            )
+            .with_hint(format!(
+                "Use {usage}, e.g. a 1 hour size with 10 minute steps."
+            )));
+        }
+    }
     Ok(WindowArguments {
         arguments,
         minimum,
@@ -351,6 +262,14 @@ fn window_subquery(
             "SELECT *, date_bin({size}, {time}, {origin}) AS window_start, \
              date_bin({size}, {time}, {origin}) + {size} AS window_end FROM {input}"
         )
+    } else if function == "CUMULATE" {
+        // Every window of the row's size-long period that ends after it.
+        let (step, size) = (arguments[2], arguments[3]);
+        format!(
+            "SELECT *, date_bin({size}, {time}, {origin}) AS window_start, \
+             unnest(range(date_bin({step}, {time}, {origin}) + {step}, \
+             date_bin({size}, {time}, {origin}) + {size} + {step}, {step})) AS window_end FROM {input}"
+        )
     } else {
         let (slide, size) = (arguments[2], arguments[3]);
         format!(
@@ -428,30 +347,6 @@ fn window_input(argument: &Expr, function: &str) -> Result<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::parser::render;
-    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
-
-    fn normalized(sql: &str) -> String {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
-            .tokenize_with_location()
-            .unwrap();
-        render(&normalize_flink_spelling(tokens).unwrap())
-    }
-
-    #[test]
-    fn flink_spelling_becomes_the_short_one() {
-        assert_eq!(
-            normalized(
-                "SELECT * FROM TABLE(TUMBLE(TABLE pv, DESCRIPTOR(ts), INTERVAL '5' MINUTE))"
-            ),
-            "SELECT * FROM TUMBLE( pv, ts, INTERVAL '5' MINUTE)"
-        );
-        assert_eq!(
-            normalized("SELECT * FROM TABLE(HOP(TABLE pv, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '5' MINUTE)) AS w"),
-            "SELECT * FROM HOP( pv, ts, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) AS w"
-        );
-        assert_eq!(normalized("SELECT * FROM t"), "SELECT * FROM t");
-    }
 
     #[test]
     fn tumble_becomes_a_derived_table() {
