@@ -9,11 +9,12 @@ use datafusion::logical_expr::{Aggregate, Expr, GroupingSet};
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 
 use super::errors::{has_subquery, no_watermark, shown, unsupported};
-use super::nodes::{AggregateNode, StreamNode};
+use super::nodes::{AggregateNode, SessionAggregateNode, StreamNode};
 use super::{PhysicalExprs, Planner, Segment, WindowColumns};
 use crate::error::{Result, WeirError};
 use crate::stream::operators::aggregate::{AggregateCall, WindowGroup};
 use crate::stream::operators::aggregate_late::SideOutputShape;
+use crate::stream::operators::session_aggregate::SessionColumns;
 use crate::stream::operators::window::WindowKind;
 use crate::stream::{EmitMode, LatePolicy};
 
@@ -61,16 +62,43 @@ impl Planner<'_> {
             }
             None => LatePolicy::Drop,
         };
-        segment.watermark = match (&window_group, self.emit) {
-            (Some(group), EmitMode::OnWindowClose) => {
-                Some(schema.field(group.column).name().clone())
+        let session = match (&segment.window, &window_group) {
+            (Some(window), Some(group)) if group.spec.kind == WindowKind::Session => {
+                Some(session_columns(aggregate, window, group.spec.size_ns))
             }
             _ => None,
         };
+        // The output's watermark column: the window column the result is
+        // final on (for sessions only their end: starts can be early).
+        let output_column = match (&window_group, &session) {
+            (_, Some(columns)) => columns.end,
+            (Some(group), None) => Some(group.column),
+            _ => None,
+        };
+        segment.watermark = output_column
+            .filter(|_| self.emit == EmitMode::OnWindowClose)
+            .map(|column| schema.field(column).name().clone());
         // Under `update` a closed window can still be corrected.
         segment.updating =
             self.emit == EmitMode::OnUpdate || matches!(late, LatePolicy::Update { .. });
         segment.window = None;
+        if let Some(columns) = session {
+            segment
+                .nodes
+                .push(StreamNode::SessionAggregate(SessionAggregateNode {
+                    groups,
+                    columns,
+                    calls,
+                    display_groups,
+                    display_calls,
+                    emit: self.emit,
+                    schema,
+                    watermark,
+                    late,
+                    side_output: self.side_output.clone(),
+                }));
+            return Ok(segment);
+        }
         segment.nodes.push(StreamNode::Aggregate(AggregateNode {
             groups,
             calls,
@@ -189,6 +217,22 @@ impl Planner<'_> {
             calls.push(AggregateCall { function, filter });
         }
         Ok((calls, display))
+    }
+}
+
+/// Where window_start and window_end are in a SESSION aggregate's GROUP BY.
+fn session_columns(aggregate: &Aggregate, window: &WindowColumns, gap_ns: i64) -> SessionColumns {
+    let position = |name: &Option<String>| {
+        let name = name.as_ref()?;
+        aggregate
+            .group_expr
+            .iter()
+            .position(|expr| matches!(expr, Expr::Column(column) if &column.name == name))
+    };
+    SessionColumns {
+        start: position(&window.start),
+        end: position(&window.end),
+        gap_ns,
     }
 }
 

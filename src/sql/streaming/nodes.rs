@@ -10,9 +10,11 @@ use datafusion::physical_expr::PhysicalExpr;
 use crate::error::Result;
 use crate::stream::operators::aggregate::{AggregateCall, LateHandling, WindowGroup};
 use crate::stream::operators::aggregate_late::SideOutputShape;
+use crate::stream::operators::session_aggregate::SessionColumns;
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
-    AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator, WindowOperator,
+    AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator,
+    SessionAggregateOperator, WindowOperator,
 };
 use crate::stream::{EmitMode, LatePolicy, LateRows, Operator};
 
@@ -22,6 +24,7 @@ pub enum StreamNode {
     Filter(FilterNode),
     Window(WindowNode),
     Aggregate(AggregateNode),
+    SessionAggregate(SessionAggregateNode),
 }
 
 pub struct EmitOnCloseNode {
@@ -63,6 +66,20 @@ pub struct AggregateNode {
     pub side_output: Option<SideOutputShape>,
 }
 
+/// GROUP BY over SESSION windows: merges each key's sessions.
+pub struct SessionAggregateNode {
+    pub groups: Vec<Arc<dyn PhysicalExpr>>,
+    pub columns: SessionColumns,
+    pub calls: Vec<AggregateCall>,
+    pub display_groups: Vec<String>,
+    pub display_calls: Vec<String>,
+    pub emit: EmitMode,
+    pub schema: SchemaRef,
+    pub watermark: Option<String>,
+    pub late: LatePolicy,
+    pub side_output: Option<SideOutputShape>,
+}
+
 impl StreamNode {
     pub fn operator(self, late_rows: &LateRows) -> Result<Box<dyn Operator>> {
         Ok(match self {
@@ -81,6 +98,18 @@ impl StreamNode {
                 node.time_column,
                 node.schema,
             )),
+            StreamNode::SessionAggregate(node) => Box::new(SessionAggregateOperator::new(
+                node.groups,
+                node.columns,
+                node.calls,
+                node.emit,
+                node.schema,
+                LateHandling {
+                    policy: node.late,
+                    rows: late_rows.clone(),
+                    side_output: node.side_output,
+                },
+            )?),
             StreamNode::Aggregate(node) => Box::new(AggregateOperator::new(
                 node.groups,
                 node.calls,
@@ -116,6 +145,15 @@ impl StreamNode {
                 }
                 line + &watermark_suffix(&node.watermark)
             }
+            StreamNode::SessionAggregate(node) => format!(
+                "SessionAggregate: group=[{}] aggregates=[{}] gap={} emit={} late={} closes_on={}",
+                node.display_groups.join(", "),
+                node.display_calls.join(", "),
+                describe_duration(node.columns.gap_ns),
+                node.emit.describe(),
+                node.late.describe(),
+                node.watermark.as_deref().unwrap_or("never (no watermark)")
+            ),
             StreamNode::Aggregate(node) => {
                 let mut line = format!(
                     "{}: group=[{}] aggregates=[{}] emit={}",

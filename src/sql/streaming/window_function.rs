@@ -74,6 +74,7 @@ impl TableFunctionImpl for WindowFunction {
             kind: match function.as_str() {
                 "HOP" => WindowKind::Hop,
                 "CUMULATE" => WindowKind::Cumulate,
+                "SESSION" => WindowKind::Session,
                 _ => WindowKind::Tumble,
             },
             size_ns: integer_argument(exprs, 3)?,

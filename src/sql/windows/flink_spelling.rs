@@ -85,6 +85,11 @@ fn mark_arguments(tokens: &[TokenWithSpan], open: usize, drop: &mut [bool]) -> R
             Token::Whitespace(_) => {}
             Token::Comma if depth == 0 => argument_start = true,
             _ if argument_start && depth == 0 && is_word(token, "TABLE") => drop[index] = true,
+            // SESSION's `PARTITION BY keys`: weir takes the key from GROUP BY.
+            _ if depth == 0 && is_word(token, "PARTITION") => {
+                index = drop_partition_clause(tokens, index, close, drop);
+                continue;
+            }
             _ if argument_start && depth == 0 && is_word(token, "DESCRIPTOR") => {
                 drop[index] = true;
                 let descriptor_open = (index + 1..close)
@@ -114,6 +119,29 @@ fn mark_arguments(tokens: &[TokenWithSpan], open: usize, drop: &mut [bool]) -> R
     Ok(())
 }
 
+/// Drops `PARTITION BY ...` up to the next top-level comma; returns where
+/// the argument list continues.
+fn drop_partition_clause(
+    tokens: &[TokenWithSpan],
+    from: usize,
+    close: usize,
+    drop: &mut [bool],
+) -> usize {
+    let mut depth = 0;
+    let mut index = from;
+    while index < close {
+        match tokens[index].token {
+            Token::Comma if depth == 0 => break,
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        drop[index] = true;
+        index += 1;
+    }
+    index
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +169,13 @@ mod tests {
             "SELECT * FROM HOP( pv, ts, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) AS w"
         );
         assert_eq!(normalized("SELECT * FROM t"), "SELECT * FROM t");
+        assert_eq!(
+            normalized("SELECT * FROM TABLE(SESSION(TABLE bids PARTITION BY (item, shop), DESCRIPTOR(ts), INTERVAL '5' MINUTE))"),
+            "SELECT * FROM SESSION( bids , ts, INTERVAL '5' MINUTE)"
+        );
+        assert_eq!(
+            normalized("SELECT k FROM TABLE(SESSION(TABLE clicks PARTITION BY user_id, DESCRIPTOR(ts), INTERVAL '10' MINUTE)) GROUP BY k"),
+            "SELECT k FROM SESSION( clicks , ts, INTERVAL '10' MINUTE) GROUP BY k"
+        );
     }
 }

@@ -22,6 +22,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use crate::error::{Result, WeirError};
 
 mod flink_spelling;
+mod session;
 
 pub use flink_spelling::normalize_flink_spelling;
 
@@ -39,7 +40,10 @@ pub fn rewrite_streaming(statement: ast::Statement) -> Result<ast::Statement> {
 }
 
 fn rewrite_with(mut statement: ast::Statement, streaming: bool) -> Result<ast::Statement> {
-    let mut rewriter = WindowRewriter { streaming };
+    let mut rewriter = WindowRewriter {
+        streaming,
+        session_keys: Vec::new(),
+    };
     match statement.visit(&mut rewriter) {
         ControlFlow::Continue(()) => Ok(statement),
         ControlFlow::Break(error) => Err(error),
@@ -48,10 +52,22 @@ fn rewrite_with(mut statement: ast::Statement, streaming: bool) -> Result<ast::S
 
 struct WindowRewriter {
     streaming: bool,
+    /// The GROUP BY keys of each enclosing query (SESSION's key).
+    session_keys: Vec<Vec<String>>,
 }
 
 impl VisitorMut for WindowRewriter {
     type Break = WeirError;
+
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<WeirError> {
+        self.session_keys.push(session::session_keys(query));
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &mut ast::Query) -> ControlFlow<WeirError> {
+        self.session_keys.pop();
+        ControlFlow::Continue(())
+    }
 
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<WeirError> {
         let TableFactor::Table {
@@ -70,7 +86,8 @@ impl VisitorMut for WindowRewriter {
         let rewritten = if self.streaming {
             window_call(&function, &args.args, alias.take())
         } else {
-            window_subquery(&function, &args.args, alias.take())
+            let keys = self.session_keys.last().cloned().unwrap_or_default();
+            window_subquery(&function, &args.args, alias.take(), &keys)
         };
         match rewritten {
             Ok(derived) => {
@@ -106,6 +123,7 @@ fn window_arguments<'a>(function: &str, args: &'a [FunctionArg]) -> Result<Windo
         "TUMBLE" => "TUMBLE(table, time_column, size [, offset])",
         "HOP" => "HOP(table, time_column, slide, size [, offset])",
         "CUMULATE" => "CUMULATE(table, time_column, step, size [, offset])",
+        "SESSION" => "SESSION(table, time_column, gap)",
         other => {
             return Err(
                 WeirError::unsupported(format!("{other} windows are not supported yet"))
@@ -113,7 +131,11 @@ fn window_arguments<'a>(function: &str, args: &'a [FunctionArg]) -> Result<Windo
             )
         }
     };
-    let (minimum, maximum) = if function == "TUMBLE" { (3, 4) } else { (4, 5) };
+    let (minimum, maximum) = match function {
+        "TUMBLE" => (3, 4),
+        "SESSION" => (3, 3),
+        _ => (4, 5),
+    };
     if arguments.len() < minimum || arguments.len() > maximum {
         return Err(
             WeirError::syntax(format!("wrong number of arguments to {function}"))
@@ -234,6 +256,7 @@ fn window_subquery(
     function: &str,
     args: &[FunctionArg],
     alias: Option<TableAlias>,
+    session_keys: &[String],
 ) -> Result<TableFactor> {
     let WindowArguments {
         arguments,
@@ -256,6 +279,15 @@ fn window_subquery(
         Some(offset) => format!("(TIMESTAMP '1970-01-01 00:00:00' + {offset})"),
         None => "TIMESTAMP '1970-01-01 00:00:00'".to_string(),
     };
+    if function == "SESSION" {
+        let query = session::session_subquery(&input, &time, arguments[2], session_keys)?;
+        return Ok(TableFactor::Derived {
+            lateral: false,
+            subquery: Box::new(query),
+            alias: default_alias(alias, default_name),
+            sample: None,
+        });
+    }
     let sql = if function == "TUMBLE" {
         let size = arguments[2];
         format!(

@@ -126,32 +126,6 @@ impl AggregateOperator {
             .collect())
     }
 
-    fn evaluate_arguments(
-        &self,
-        chunk: &Chunk,
-    ) -> Result<Vec<(Vec<ArrayRef>, Option<BooleanArray>)>> {
-        let rows = chunk.num_rows();
-        self.calls
-            .iter()
-            .map(|call| {
-                let arguments = call
-                    .function
-                    .expressions()
-                    .iter()
-                    .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
-                    .collect::<datafusion::error::Result<Vec<_>>>()?;
-                let mask = match &call.filter {
-                    Some(predicate) => {
-                        let mask = predicate.evaluate(&chunk.rows)?.into_array(rows)?;
-                        Some(without_nulls(mask.as_boolean()))
-                    }
-                    None => None,
-                };
-                Ok((arguments, mask))
-            })
-            .collect()
-    }
-
     fn emit_rows(&self, emitted: Emitted, output: &mut Output) -> Result<()> {
         if emitted.is_empty() {
             return Ok(());
@@ -192,6 +166,33 @@ fn bin_name(end: i64) -> Vec<u8> {
     name
 }
 
+/// Each aggregate call's argument columns and FILTER mask over `chunk`.
+pub fn evaluate_arguments(calls: &[AggregateCall], chunk: &Chunk) -> Result<Vec<Arguments>> {
+    let rows = chunk.num_rows();
+    calls
+        .iter()
+        .map(|call| {
+            let arguments = call
+                .function
+                .expressions()
+                .iter()
+                .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
+                .collect::<datafusion::error::Result<Vec<_>>>()?;
+            let mask = match &call.filter {
+                Some(predicate) => {
+                    let mask = predicate.evaluate(&chunk.rows)?.into_array(rows)?;
+                    Some(without_nulls(mask.as_boolean()))
+                }
+                None => None,
+            };
+            Ok((arguments, mask))
+        })
+        .collect()
+}
+
+/// One aggregate call's argument columns and its FILTER mask.
+pub type Arguments = (Vec<ArrayRef>, Option<BooleanArray>);
+
 /// Fresh accumulators for a new group.
 pub fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulator>>> {
     calls
@@ -200,7 +201,7 @@ pub fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulat
         .collect()
 }
 
-fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue>> {
+pub fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue>> {
     accumulators
         .iter_mut()
         .map(|accumulator| Ok(accumulator.evaluate()?))
@@ -208,10 +209,7 @@ fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue
 }
 
 /// The arguments of one aggregate call for the rows at `indices`.
-fn arguments_for(
-    arguments: &(Vec<ArrayRef>, Option<BooleanArray>),
-    indices: &UInt32Array,
-) -> Result<Vec<ArrayRef>> {
+pub fn arguments_for(arguments: &Arguments, indices: &UInt32Array) -> Result<Vec<ArrayRef>> {
     let (columns, mask) = arguments;
     let mask = match mask {
         Some(mask) => Some(take(mask, indices, None)?),
@@ -268,7 +266,7 @@ impl Operator for AggregateOperator {
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let key_rows = self.converter.convert_columns(&keys)?;
         let ends = self.window_ends(&keys, rows)?;
-        let arguments = self.evaluate_arguments(&chunk)?;
+        let arguments = evaluate_arguments(&self.calls, &chunk)?;
         let lateness = self.late.policy.allowed_lateness_ns();
 
         // Rows of this chunk per (window end, group key), in first-seen order.
@@ -347,7 +345,7 @@ impl AggregateOperator {
         end: i64,
         key: &[u8],
         indices: Vec<u32>,
-        arguments: &[(Vec<ArrayRef>, Option<BooleanArray>)],
+        arguments: &[Arguments],
         emitted: &mut Emitted,
     ) -> Result<()> {
         self.changed.insert(end);

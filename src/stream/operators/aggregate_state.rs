@@ -9,16 +9,27 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, BinaryArray};
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
 
 use super::aggregate::{new_accumulators, AggregateCall, Bin};
 use crate::error::{Result, WeirError};
 use crate::state::batch_codec::{decode_batches, encode_batch};
 
 pub fn encode_bin(bin: &mut Bin) -> Result<Vec<u8>> {
-    let mut keys = Vec::with_capacity(bin.len());
+    encode_groups(
+        bin.iter_mut()
+            .map(|(key, accumulators)| (key.clone(), accumulators.as_mut_slice())),
+    )
+}
+
+/// Groups (key, accumulators) as one batch; `decode_bin` reads it back.
+pub fn encode_groups<'a>(
+    groups: impl Iterator<Item = (Vec<u8>, &'a mut [Box<dyn Accumulator>])>,
+) -> Result<Vec<u8>> {
+    let mut keys = Vec::new();
     let mut states: Vec<Vec<ScalarValue>> = Vec::new();
-    for (key, accumulators) in bin.iter_mut() {
-        keys.push(key.as_slice());
+    for (key, accumulators) in groups {
+        keys.push(key);
         let mut column = 0;
         for accumulator in accumulators.iter_mut() {
             for value in accumulator.state()? {

@@ -9,6 +9,8 @@ pub mod emit_on_close;
 pub mod filter;
 pub mod materialize;
 pub mod project;
+pub mod session_aggregate;
+mod session_state;
 pub mod window;
 
 pub use aggregate::AggregateOperator;
@@ -16,4 +18,5 @@ pub use emit_on_close::EmitOnCloseOperator;
 pub use filter::FilterOperator;
 pub use materialize::MaterializeOperator;
 pub use project::ProjectOperator;
+pub use session_aggregate::SessionAggregateOperator;
 pub use window::WindowOperator;

@@ -22,6 +22,9 @@ pub enum WindowKind {
     /// Windows that all start at the start of a `size`-long period and end
     /// every `slide` (the step) within it.
     Cumulate,
+    /// Each row opens `[ts, ts + size)` (size = the gap); the session
+    /// aggregate merges those that overlap or touch.
+    Session,
 }
 
 /// The shape of a window: `size` long, a new one every `slide` (equal to
@@ -44,6 +47,7 @@ impl WindowSpec {
     pub fn windows(&self, time_ns: i64) -> impl Iterator<Item = (i64, i64)> {
         let slide = self.slide_ns;
         let (first, last, cumulative_start) = match self.kind {
+            WindowKind::Session => (time_ns, time_ns, None),
             WindowKind::Cumulate => {
                 let start = self.floor(time_ns, self.size_ns);
                 (
@@ -102,6 +106,7 @@ impl WindowSpec {
             WindowKind::Tumble => format!("TUMBLE(size={size})"),
             WindowKind::Hop => format!("HOP(slide={slide}, size={size})"),
             WindowKind::Cumulate => format!("CUMULATE(step={slide}, size={size})"),
+            WindowKind::Session => format!("SESSION(gap={size})"),
         }
     }
 }

@@ -1,0 +1,420 @@
+//! GROUP BY over SESSION windows. Each row arrives as its own session
+//! `[ts, ts + gap)` (from the window operator); sessions of one key that
+//! overlap or touch merge, their accumulators combined with DataFusion's
+//! `state()` / `merge_batch`. A session is complete when the watermark
+//! reaches its end (emitted then under EMIT ON WINDOW CLOSE), takes
+//! corrections until end + allowed lateness, and is then final: its state
+//! goes, leaving a marker for one more gap so that a row which would merge
+//! into it is late rather than the start of a session overlapping it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::aggregate::{
+    arguments_for, evaluate, evaluate_arguments, new_accumulators, AggregateCall, Arguments,
+    LateHandling,
+};
+use super::aggregate_late::LateRow;
+use super::session_state::{decode_sessions, encode_sessions};
+use super::window::{nanoseconds, timestamps};
+use crate::error::{Result, WeirError};
+use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::message::{Chunk, Message};
+use crate::stream::operator::{Operator, Output};
+use crate::stream::EmitMode;
+
+/// Where the session's bounds are among the GROUP BY columns.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionColumns {
+    pub start: Option<usize>,
+    pub end: Option<usize>,
+    pub gap_ns: i64,
+}
+
+pub struct Session {
+    pub end: i64,
+    /// None once the session is final (a marker).
+    pub accumulators: Option<Vec<Box<dyn Accumulator>>>,
+    /// Whether the output holds this session's row.
+    pub emitted: bool,
+}
+
+/// One key's sessions by start; they never overlap or touch.
+pub type Sessions = BTreeMap<i64, Session>;
+
+/// Rows to emit: key, start, end, aggregate values, diff.
+type Emitted = Vec<(Vec<u8>, i64, i64, Vec<ScalarValue>, i64)>;
+
+pub struct SessionAggregateOperator {
+    /// Every GROUP BY expression; those at `columns` are the session bounds.
+    groups: Vec<Arc<dyn PhysicalExpr>>,
+    columns: SessionColumns,
+    calls: Vec<AggregateCall>,
+    emit: EmitMode,
+    schema: SchemaRef,
+    /// Row format of the key: the GROUP BY columns other than the bounds.
+    converter: Option<RowConverter>,
+    sessions: HashMap<Vec<u8>, Sessions>,
+    /// (end, key, start) of every session, to close them in end order.
+    by_end: BTreeSet<(i64, Vec<u8>, i64)>,
+    watermark: Option<i64>,
+    late: LateHandling,
+    changed: HashSet<Vec<u8>>,
+}
+
+impl SessionAggregateOperator {
+    pub fn new(
+        groups: Vec<Arc<dyn PhysicalExpr>>,
+        columns: SessionColumns,
+        calls: Vec<AggregateCall>,
+        emit: EmitMode,
+        schema: SchemaRef,
+        late: LateHandling,
+    ) -> Result<Self> {
+        let key_fields: Vec<SortField> = (0..groups.len())
+            .filter(|index| !is_bound(&columns, *index))
+            .map(|index| SortField::new(schema.field(index).data_type().clone()))
+            .collect();
+        let converter = if key_fields.is_empty() {
+            None
+        } else {
+            Some(RowConverter::new(key_fields)?)
+        };
+        Ok(SessionAggregateOperator {
+            groups,
+            columns,
+            calls,
+            emit,
+            schema,
+            converter,
+            sessions: HashMap::new(),
+            by_end: BTreeSet::new(),
+            watermark: None,
+            late,
+            changed: HashSet::new(),
+        })
+    }
+
+    /// Each row's event time (its own session's start).
+    fn row_times(&self, chunk: &Chunk) -> Result<Int64Array> {
+        let rows = chunk.num_rows();
+        let (index, shift) = match (self.columns.start, self.columns.end) {
+            (Some(start), _) => (start, 0),
+            (None, Some(end)) => (end, self.columns.gap_ns),
+            (None, None) => return Err(WeirError::internal("a session without bounds")),
+        };
+        let column = self.groups[index].evaluate(&chunk.rows)?.into_array(rows)?;
+        let times = nanoseconds(&column)?;
+        Ok(times.iter().map(|time| time.map(|t| t - shift)).collect())
+    }
+
+    fn key_rows(&self, chunk: &Chunk) -> Result<Vec<Vec<u8>>> {
+        let rows = chunk.num_rows();
+        let Some(converter) = &self.converter else {
+            return Ok(vec![Vec::new(); rows]);
+        };
+        let columns = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !is_bound(&self.columns, *index))
+            .map(|(_, expression)| expression.evaluate(&chunk.rows)?.into_array(rows))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let converted = converter.convert_columns(&columns)?;
+        Ok((0..rows)
+            .map(|row| converted.row(row).data().to_vec())
+            .collect())
+    }
+
+    /// Starts of the key's sessions that `[ts, end]` overlaps or touches.
+    fn touching(&self, key: &[u8], ts: i64, end: i64) -> Vec<i64> {
+        let Some(sessions) = self.sessions.get(key) else {
+            return Vec::new();
+        };
+        sessions
+            .range(..=end)
+            .rev()
+            .take_while(|(_, session)| session.end >= ts)
+            .map(|(start, _)| *start)
+            .collect()
+    }
+
+    /// Whether a session is final for a row arriving under `watermark`.
+    fn is_final(&self, session: &Session, watermark: Option<i64>) -> bool {
+        let lateness = self.late.policy.allowed_lateness_ns();
+        session.accumulators.is_none()
+            || watermark.is_some_and(|w| w >= session.end.saturating_add(lateness))
+    }
+
+    /// Merges the row into the sessions it touches (or a new one).
+    fn add_row(
+        &mut self,
+        key: &[u8],
+        (ts, end): (i64, i64),
+        touching: Vec<i64>,
+        row_arguments: Vec<Vec<ArrayRef>>,
+        emitted: &mut Emitted,
+    ) -> Result<()> {
+        let mut merged = new_accumulators(&self.calls)?;
+        let (mut start, mut last) = (ts, end);
+        let sessions = self.sessions.entry(key.to_vec()).or_default();
+        for old_start in touching {
+            let Some(mut session) = sessions.remove(&old_start) else {
+                continue;
+            };
+            self.by_end.remove(&(session.end, key.to_vec(), old_start));
+            let mut accumulators = session
+                .accumulators
+                .take()
+                .ok_or_else(|| WeirError::internal("merging a final session"))?;
+            if session.emitted {
+                let values = evaluate(&mut accumulators)?;
+                emitted.push((key.to_vec(), old_start, session.end, values, -1));
+            }
+            for (target, mut source) in merged.iter_mut().zip(accumulators) {
+                let state: Vec<ArrayRef> = source
+                    .state()?
+                    .into_iter()
+                    .map(|value| value.to_array())
+                    .collect::<datafusion::error::Result<_>>()?;
+                target.merge_batch(&state)?;
+            }
+            start = start.min(old_start);
+            last = last.max(session.end);
+        }
+        for (accumulator, arguments) in merged.iter_mut().zip(&row_arguments) {
+            accumulator.update_batch(arguments)?;
+        }
+        let shown = self.emit == EmitMode::OnUpdate || self.watermark.is_some_and(|w| w >= last);
+        if shown {
+            emitted.push((key.to_vec(), start, last, evaluate(&mut merged)?, 1));
+        }
+        sessions.insert(
+            start,
+            Session {
+                end: last,
+                accumulators: Some(merged),
+                emitted: shown,
+            },
+        );
+        self.by_end.insert((last, key.to_vec(), start));
+        self.changed.insert(key.to_vec());
+        Ok(())
+    }
+
+    /// Under EMIT ON WINDOW CLOSE: the sessions complete at `watermark_ns`
+    /// not shown yet.
+    fn emit_complete(&mut self, watermark_ns: i64, emitted: &mut Emitted) -> Result<()> {
+        let complete: Vec<_> = self
+            .by_end
+            .range(..(watermark_ns.saturating_add(1), Vec::new(), i64::MIN))
+            .cloned()
+            .collect();
+        for (end, key, start) in complete {
+            let session = self.sessions.get_mut(&key).and_then(|s| s.get_mut(&start));
+            let Some(session) = session else { continue };
+            if let (Some(accumulators), false) = (&mut session.accumulators, session.emitted) {
+                emitted.push((key.clone(), start, end, evaluate(accumulators)?, 1));
+                session.emitted = true;
+                self.changed.insert(key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sessions ending at or before `horizon` become final markers; markers
+    /// a gap older go.
+    fn finalize(&mut self, horizon: i64) {
+        let done: Vec<_> = self
+            .by_end
+            .range(..(horizon.saturating_add(1), Vec::new(), i64::MIN))
+            .cloned()
+            .collect();
+        for (end, key, start) in done {
+            let Some(sessions) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            if end.saturating_add(self.columns.gap_ns) <= horizon {
+                sessions.remove(&start);
+                self.by_end.remove(&(end, key.clone(), start));
+                if sessions.is_empty() {
+                    self.sessions.remove(&key);
+                }
+            } else if let Some(session) = sessions.get_mut(&start) {
+                if session.accumulators.take().is_none() {
+                    continue;
+                }
+            }
+            self.changed.insert(key);
+        }
+    }
+
+    fn emit_rows(&self, emitted: Emitted, output: &mut Output) -> Result<()> {
+        if emitted.is_empty() {
+            return Ok(());
+        }
+        let mut keys = match &self.converter {
+            Some(converter) => {
+                let parser = converter.parser();
+                let rows = emitted.iter().map(|(key, ..)| parser.parse(key));
+                converter.convert_rows(rows)?.into_iter()
+            }
+            None => Vec::new().into_iter(),
+        };
+        let fields = self.schema.fields();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
+        for index in 0..self.groups.len() {
+            let data_type = fields[index].data_type();
+            let column = if Some(index) == self.columns.start {
+                timestamps(emitted.iter().map(|e| e.1).collect(), data_type)?
+            } else if Some(index) == self.columns.end {
+                timestamps(emitted.iter().map(|e| e.2).collect(), data_type)?
+            } else {
+                keys.next()
+                    .ok_or_else(|| WeirError::internal("a session key column is missing"))?
+            };
+            columns.push(column);
+        }
+        for (index, field) in fields[self.groups.len()..].iter().enumerate() {
+            let values = emitted.iter().map(|e| e.3[index].clone());
+            let column = ScalarValue::iter_to_array(values)?;
+            columns.push(if column.data_type() == field.data_type() {
+                column
+            } else {
+                cast(&column, field.data_type())?
+            });
+        }
+        let diffs = Int64Array::from_iter_values(emitted.iter().map(|e| e.4));
+        let all_inserts = diffs.values().iter().all(|diff| *diff == 1);
+        output.push(Message::batch(Chunk {
+            rows: RecordBatch::try_new(self.schema.clone(), columns)?,
+            diffs: (!all_inserts).then_some(diffs),
+            watermarks: None,
+        }));
+        Ok(())
+    }
+}
+
+fn is_bound(columns: &SessionColumns, index: usize) -> bool {
+    Some(index) == columns.start || Some(index) == columns.end
+}
+
+fn session_name(key: &[u8]) -> Vec<u8> {
+    [b"session/".as_slice(), key].concat()
+}
+
+impl Operator for SessionAggregateOperator {
+    fn name(&self) -> &'static str {
+        "SessionAggregate"
+    }
+
+    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+        let times = self.row_times(&chunk)?;
+        let keys = self.key_rows(&chunk)?;
+        let arguments: Vec<Arguments> = evaluate_arguments(&self.calls, &chunk)?;
+        let gap = self.columns.gap_ns;
+        let lateness = self.late.policy.allowed_lateness_ns();
+        let mut late = Vec::new();
+        let mut emitted = Vec::new();
+        for (row, key) in keys.iter().enumerate() {
+            if times.is_null(row) {
+                continue;
+            }
+            if chunk.diff(row) != 1 {
+                return Err(WeirError::internal("an aggregate received a retraction"));
+            }
+            let (ts, end) = (times.value(row), times.value(row).saturating_add(gap));
+            let watermark = chunk.watermark_before(row, self.watermark);
+            let touching = self.touching(key, ts, end);
+            let touches_final = touching.iter().any(|start| {
+                self.sessions[key.as_slice()]
+                    .get(start)
+                    .is_some_and(|session| self.is_final(session, watermark))
+            });
+            if touches_final || watermark.is_some_and(|w| w >= end.saturating_add(lateness)) {
+                let (row, watermark) = (row as u32, watermark.unwrap_or(i64::MIN));
+                late.push(LateRow {
+                    row,
+                    start: ts,
+                    end,
+                    watermark,
+                });
+                continue;
+            }
+            let indices = UInt32Array::from(vec![row as u32]);
+            let row_arguments = arguments
+                .iter()
+                .map(|arguments| arguments_for(arguments, &indices))
+                .collect::<Result<Vec<_>>>()?;
+            self.add_row(key, (ts, end), touching, row_arguments, &mut emitted)?;
+        }
+        match &self.late.side_output {
+            Some(shape) if !late.is_empty() => self.late.rows.keep(shape.rows(&chunk, &late)?),
+            _ => self.late.rows.count(late.len() as u64),
+        }
+        self.emit_rows(emitted, output)
+    }
+
+    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+        if self
+            .watermark
+            .is_some_and(|current| current >= watermark_ns)
+        {
+            return Ok(());
+        }
+        self.watermark = Some(watermark_ns);
+        let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
+        let mut emitted = Vec::new();
+        if self.emit == EmitMode::OnWindowClose {
+            self.emit_complete(watermark_ns, &mut emitted)?;
+        }
+        self.finalize(horizon);
+        self.emit_rows(emitted, output)?;
+        if self.emit == EmitMode::OnWindowClose && self.columns.end.is_some() {
+            // Every session shown from now on ends after the horizon.
+            output.push(Message::Watermark(horizon));
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        for key in std::mem::take(&mut self.changed) {
+            match self.sessions.get_mut(&key) {
+                Some(sessions) => {
+                    state.put(&session_name(&key), encode_sessions(sessions, &self.calls)?)
+                }
+                None => state.delete(&session_name(&key)),
+            }
+        }
+        if let Some(watermark) = self.watermark {
+            state.put(b"watermark", encode_i64(watermark));
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, state: &StateReader) -> Result<()> {
+        self.watermark = state.get(b"watermark").and_then(decode_i64);
+        for (name, value) in state.with_prefix(b"session/") {
+            let key = name[b"session/".len()..].to_vec();
+            let sessions = decode_sessions(&self.calls, value)?;
+            for (start, session) in &sessions {
+                self.by_end.insert((session.end, key.clone(), *start));
+            }
+            self.sessions.insert(key, sessions);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "session_aggregate_tests.rs"]
+mod tests;

@@ -1,0 +1,232 @@
+//! Unit tests of the session aggregate: merging, closing, lateness,
+//! checkpoints and bounded state.
+
+use super::*;
+use crate::stream::operators::window::nanoseconds;
+use crate::stream::{LatePolicy, LateRows};
+use datafusion::arrow::array::{AsArray, StringArray, TimestampNanosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
+use datafusion::functions_aggregate::count::count_udaf;
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_expr::expressions::col;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const GAP: i64 = 10;
+
+fn time() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, None)
+}
+
+/// COUNT(*) per (k, window_start, window_end) over sessions with gap 10 ns.
+fn operator(emit: EmitMode, policy: LatePolicy) -> (SessionAggregateOperator, Arc<AtomicU64>) {
+    let input = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("window_start", time(), true),
+        Field::new("window_end", time(), true),
+    ]));
+    let count = AggregateExprBuilder::new(count_udaf(), vec![col("k", &input).unwrap()])
+        .schema(input.clone())
+        .alias("n")
+        .build()
+        .unwrap();
+    let output = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("window_start", time(), true),
+        Field::new("window_end", time(), true),
+        Field::new("n", DataType::Int64, false),
+    ]));
+    let groups = ["k", "window_start", "window_end"]
+        .map(|name| col(name, &input).unwrap())
+        .to_vec();
+    let columns = SessionColumns {
+        start: Some(1),
+        end: Some(2),
+        gap_ns: GAP,
+    };
+    let calls = vec![AggregateCall {
+        function: Arc::new(count),
+        filter: None,
+    }];
+    let late = Arc::new(AtomicU64::new(0));
+    let handling = LateHandling {
+        policy,
+        rows: LateRows::new(late.clone(), false),
+        side_output: None,
+    };
+    let operator =
+        SessionAggregateOperator::new(groups, columns, calls, emit, output, handling).unwrap();
+    (operator, late)
+}
+
+/// Rows `(k, ts)` as the window operator makes them, with the watermark
+/// each arrived under.
+fn chunk(rows: &[(&str, i64)], watermarks: &[Option<i64>]) -> Chunk {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("window_start", time(), true),
+        Field::new("window_end", time(), true),
+    ]));
+    let keys: StringArray = rows.iter().map(|(k, _)| Some(*k)).collect();
+    let starts = TimestampNanosecondArray::from_iter_values(rows.iter().map(|(_, t)| *t));
+    let ends = TimestampNanosecondArray::from_iter_values(rows.iter().map(|(_, t)| t + GAP));
+    Chunk {
+        rows: RecordBatch::try_new(
+            schema,
+            vec![Arc::new(keys), Arc::new(starts), Arc::new(ends)],
+        )
+        .unwrap(),
+        diffs: None,
+        watermarks: Some(Int64Array::from(watermarks.to_vec())),
+    }
+}
+
+/// Emitted rows as `(k, start, end, n, diff)`.
+fn rows(output: &Output) -> Vec<(String, i64, i64, i64, i64)> {
+    let mut all = Vec::new();
+    for message in output {
+        let Message::Batch(chunk) = message else {
+            continue;
+        };
+        let keys = chunk.rows.column(0).as_string::<i32>();
+        let starts = nanoseconds(chunk.rows.column(1)).unwrap();
+        let ends = nanoseconds(chunk.rows.column(2)).unwrap();
+        let counts = chunk.rows.column(3).as_primitive::<Int64Type>();
+        for row in 0..chunk.num_rows() {
+            all.push((
+                keys.value(row).to_string(),
+                starts.value(row),
+                ends.value(row),
+                counts.value(row),
+                chunk.diff(row),
+            ));
+        }
+    }
+    all
+}
+
+fn push(operator: &mut SessionAggregateOperator, rows: &[(&str, i64)], watermark: i64) -> Output {
+    let mut output = Vec::new();
+    let watermarks = vec![Some(watermark); rows.len()];
+    operator
+        .on_batch(chunk(rows, &watermarks), &mut output)
+        .unwrap();
+    operator.on_watermark(watermark, &mut output).unwrap();
+    output
+}
+
+#[test]
+fn a_bridging_row_merges_two_sessions_and_retracts_them() {
+    let (mut sessions, _) = operator(EmitMode::OnUpdate, LatePolicy::Drop);
+    let first = push(&mut sessions, &[("a", 0), ("a", 15), ("b", 5)], -100);
+    assert_eq!(
+        rows(&first),
+        vec![
+            ("a".into(), 0, 10, 1, 1),
+            ("a".into(), 15, 25, 1, 1),
+            ("b".into(), 5, 15, 1, 1)
+        ]
+    );
+    let bridged = push(&mut sessions, &[("a", 8)], -100);
+    let mut changes = rows(&bridged);
+    changes.sort();
+    assert_eq!(
+        changes,
+        vec![
+            ("a".into(), 0, 10, 1, -1),
+            ("a".into(), 0, 25, 3, 1),
+            ("a".into(), 15, 25, 1, -1)
+        ]
+    );
+}
+
+#[test]
+fn sessions_close_at_their_end_and_never_reopen() {
+    let (mut sessions, late) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
+    assert!(rows(&push(&mut sessions, &[("a", 0), ("a", 4)], -100)).is_empty());
+    let closed = push(&mut sessions, &[("b", 30)], 14);
+    assert_eq!(rows(&closed), vec![("a".into(), 0, 14, 2, 1)]);
+    // 10 would only join the complete session: late, though [10, 20) is open.
+    assert!(rows(&push(&mut sessions, &[("a", 10)], 14)).is_empty());
+    assert_eq!(late.load(Ordering::Relaxed), 1);
+    // A gap later the marker is gone and the key has no state left.
+    push(&mut sessions, &[], 24);
+    assert!(!sessions
+        .sessions
+        .contains_key(sessions.key_rows(&chunk(&[("a", 0)], &[None])).unwrap()[0].as_slice()));
+}
+
+#[test]
+fn update_corrects_a_closed_session_within_the_allowed_lateness() {
+    let policy = LatePolicy::Update {
+        allowed_lateness_ns: 20,
+    };
+    let (mut sessions, late) = operator(EmitMode::OnWindowClose, policy);
+    push(&mut sessions, &[("a", 0)], -100);
+    assert_eq!(
+        rows(&push(&mut sessions, &[], 10)),
+        vec![("a".into(), 0, 10, 1, 1)]
+    );
+    // Extends the session to 15: retracted now, shown again at 15.
+    assert_eq!(
+        rows(&push(&mut sessions, &[("a", 5)], 12)),
+        vec![("a".into(), 0, 10, 1, -1)]
+    );
+    assert_eq!(
+        rows(&push(&mut sessions, &[], 15)),
+        vec![("a".into(), 0, 15, 2, 1)]
+    );
+    assert_eq!(late.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_restored_checkpoint_continues_like_the_original() {
+    use crate::state::{SledStore, StateStore, WriteBatch};
+    let directory = tempfile::tempdir().unwrap();
+    let store = SledStore::open(directory.path()).unwrap();
+    let (mut original, _) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
+    push(&mut original, &[("a", 0), ("b", 3), ("a", 40)], 5);
+    push(&mut original, &[], 13);
+    let mut batch = WriteBatch::new();
+    original
+        .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
+        .unwrap();
+    store.commit(batch).unwrap();
+    let entries = store
+        .scan_prefix(b"op/")
+        .unwrap()
+        .into_iter()
+        .map(|(key, value)| (key[3..].to_vec(), value))
+        .collect();
+    let (mut restored, _) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
+    restored.restore(&StateReader { entries }).unwrap();
+    for operator in [&mut original, &mut restored] {
+        // b's session is complete: 12 is late; 45 merges with a at 40.
+        let output = push(operator, &[("b", 12), ("a", 45)], 13);
+        assert!(rows(&output).is_empty());
+    }
+    let expected = rows(&push(&mut original, &[], 60));
+    assert_eq!(rows(&push(&mut restored, &[], 60)), expected);
+    assert_eq!(expected, vec![("a".into(), 40, 55, 2, 1)]);
+}
+
+#[test]
+fn state_stays_bounded_over_a_long_run() {
+    let policy = LatePolicy::Update {
+        allowed_lateness_ns: 30,
+    };
+    for (emit, policy) in [
+        (EmitMode::OnWindowClose, LatePolicy::Drop),
+        (EmitMode::OnUpdate, policy),
+    ] {
+        let (mut sessions, _) = operator(emit, policy);
+        let mut most = 0;
+        for step in 0..5_000i64 {
+            let key = ["a", "b", "c", "d"][(step % 4) as usize];
+            let time = step * 4;
+            // Each key gets a row every 16 ns: one session per row.
+            push(&mut sessions, &[(key, time), ("late", time - 25)], time - 1);
+            most = most.max(sessions.by_end.len());
+        }
+        assert!(most <= 40, "{most} sessions held under {policy:?}");
+    }
+}
