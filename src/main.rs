@@ -151,6 +151,7 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     engine.start_checkpoints(std::time::Duration::from_millis(
         options.checkpoint_interval_ms,
     ));
+    engine.start_clock();
     let listener = server::bind(&options.listen).await?;
     let address = listener
         .local_addr()

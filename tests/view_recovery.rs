@@ -288,3 +288,67 @@ async fn assert_view_matches_table(client: &Client) {
         panic!("view and table disagree:\n{}", lines.join("\n"));
     }
 }
+
+/// Watermarks raised while a source was idle are logged with its rows: a
+/// restart that replays the log (no checkpoint here) judges rows late
+/// exactly as the live run did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_watermarks_replay_the_same_after_a_crash() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let no_checkpoints = ["--checkpoint-interval-ms", "0"];
+    let mut server = TestServer::start_with(&data_dir, &no_checkpoints);
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE quiet (v BIGINT, ts TIMESTAMP, WATERMARK FOR ts)
+               WITH (watermark_idle_timeout = '100ms') APPEND ONLY;
+             CREATE MATERIALIZED VIEW quiet_sums AS
+               SELECT window_start, SUM(v) AS total FROM TUMBLE(quiet, ts, INTERVAL '1' SECOND)
+               GROUP BY window_start EMIT ON WINDOW CLOSE;
+             INSERT INTO quiet VALUES (1, '2026-01-01 00:00:00.500');",
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // Late only because the idle watermark passed 00:00:01.
+    client
+        .batch_execute("INSERT INTO quiet VALUES (2, '2026-01-01 00:00:00.900')")
+        .await
+        .unwrap();
+    let before = snapshot_of(&client, "quiet_sums").await;
+    assert_eq!(before, vec!["2026-01-01 00:00:00 | 1", "late 1"]);
+    server.kill();
+
+    let server = TestServer::start_with(&data_dir, &no_checkpoints);
+    let client = server.connect().await;
+    assert_eq!(snapshot_of(&client, "quiet_sums").await, before);
+    // The rebuilt state has the window closed: another row for it is late.
+    client
+        .batch_execute("INSERT INTO quiet VALUES (4, '2026-01-01 00:00:00.950')")
+        .await
+        .unwrap();
+    let after = snapshot_of(&client, "quiet_sums").await;
+    assert_eq!(after, vec!["2026-01-01 00:00:00 | 1", "late 2"]);
+}
+
+async fn snapshot_of(client: &Client, view: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let sql = format!("SELECT * FROM {view} ORDER BY 1");
+    for message in client.simple_query(&sql).await.unwrap() {
+        if let SimpleQueryMessage::Row(row) = message {
+            let values: Vec<&str> = (0..row.len())
+                .map(|i| row.get(i).unwrap_or("NULL"))
+                .collect();
+            lines.push(values.join(" | "));
+        }
+    }
+    let sql =
+        format!("SELECT late_rows FROM weir_catalog.materialized_views WHERE view_name = '{view}'");
+    for message in client.simple_query(&sql).await.unwrap() {
+        if let SimpleQueryMessage::Row(row) = message {
+            lines.push(format!("late {}", row.get(0).unwrap()));
+        }
+    }
+    lines
+}

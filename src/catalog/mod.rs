@@ -72,6 +72,9 @@ pub fn side_output_name(view: &str) -> String {
 pub struct StreamDefinition {
     pub watermark: Option<WatermarkDefinition>,
     pub append_only: bool,
+    /// The column stamped with each row's arrival time (PROCTIME()).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proctime: Option<String>,
 }
 
 /// A source's watermark after row i is max(column over rows 1..i) - delay.
@@ -79,6 +82,12 @@ pub struct StreamDefinition {
 pub struct WatermarkDefinition {
     pub column: String,
     pub delay_ms: i64,
+    /// After this long without rows the watermark follows the wall clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<i64>,
+    /// The column is a PROCTIME() column: the watermark is the wall clock.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub processing_time: bool,
 }
 
 pub struct Catalog {
@@ -141,6 +150,12 @@ impl Catalog {
     pub fn table(&self, name: &str) -> Option<Arc<TableLog>> {
         let logs = self.table_logs.read().unwrap_or_else(|p| p.into_inner());
         logs.get(name).cloned()
+    }
+
+    /// Every table's rows.
+    pub fn table_logs(&self) -> Vec<Arc<TableLog>> {
+        let logs = self.table_logs.read().unwrap_or_else(|p| p.into_inner());
+        logs.values().cloned().collect()
     }
 
     pub fn store(&self) -> &Arc<dyn StateStore> {
@@ -235,10 +250,7 @@ impl Catalog {
             &definition.name,
             table.schema,
             &table.constraints,
-            definition
-                .stream
-                .as_ref()
-                .and_then(|stream| stream.watermark.as_ref()),
+            definition.stream.as_ref(),
             self.store.clone(),
             self.observer.clone(),
         )?);
@@ -407,7 +419,10 @@ impl Catalog {
         let mut batch = WriteBatch::new();
         batch.delete(definition_key(definition.id));
         match kind {
-            RelationKind::Table => batch.delete_prefix(rows_prefix(definition.id)),
+            RelationKind::Table => {
+                batch.delete_prefix(rows_prefix(definition.id));
+                batch.delete_prefix(table::ticks_prefix(definition.id));
+            }
             RelationKind::MaterializedView => batch.delete_prefix(view_rows_prefix(definition.id)),
             RelationKind::View => {}
         }

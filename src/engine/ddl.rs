@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::TableReference;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{CreateMemoryTable, CreateView, DdlStatement, LogicalPlan};
@@ -13,7 +14,8 @@ use datafusion::physical_plan::collect;
 use super::sql_types::create_table_sql;
 use super::Engine;
 use crate::catalog::{
-    RelationDefinition, RelationKind, StreamDefinition, TableParts, DATABASE_NAME, SCHEMA_NAME,
+    RelationDefinition, RelationKind, StreamDefinition, TableParts, WatermarkDefinition,
+    DATABASE_NAME, SCHEMA_NAME,
 };
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::StreamOptions;
@@ -210,13 +212,50 @@ async fn stream_definition(
     parts: &TableParts,
     options: &StreamOptions,
 ) -> Result<StreamDefinition> {
-    let watermark = match &options.watermark {
-        Some(clause) => Some(super::watermark::resolve(state, &parts.schema, clause).await?),
-        None => None,
+    let mut watermark = match (&options.watermark, &options.proctime) {
+        (Some(clause), _) => Some(super::watermark::resolve(state, &parts.schema, clause).await?),
+        // Without a WATERMARK clause, a PROCTIME() column is the stream's
+        // time: its watermark is the wall clock.
+        (None, Some(column)) => Some(WatermarkDefinition {
+            column: column.clone(),
+            delay_ms: 0,
+            idle_timeout_ms: None,
+            processing_time: true,
+        }),
+        (None, None) => None,
     };
+    if let Some(column) = &options.proctime {
+        let field = parts.schema.field_with_name(column)?;
+        if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
+            return Err(WeirError::new(
+                sqlstate::DATATYPE_MISMATCH,
+                format!(
+                    "{column} AS PROCTIME() must be a timestamp, not {}",
+                    field.data_type()
+                ),
+            )
+            .with_hint("Leave out the type (it is TIMESTAMP) or use TIMESTAMP / TIMESTAMPTZ."));
+        }
+    }
+    if let Some(idle_timeout_ms) = options.idle_timeout_ms {
+        match watermark.as_mut() {
+            Some(definition) if !definition.processing_time => {
+                definition.idle_timeout_ms = Some(idle_timeout_ms)
+            }
+            Some(_) => {}
+            None => {
+                return Err(WeirError::new(
+                    sqlstate::INVALID_PARAMETER_VALUE,
+                    "watermark_idle_timeout needs a watermark to advance",
+                )
+                .with_hint("Add WATERMARK FOR <time column> to the table."))
+            }
+        }
+    }
     Ok(StreamDefinition {
         watermark,
         append_only: options.append_only,
+        proctime: options.proctime.clone(),
     })
 }
 

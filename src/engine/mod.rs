@@ -2,6 +2,7 @@
 //! DataFusion context. Opening an engine recovers every stored relation.
 
 pub mod checkpoint;
+mod clock;
 mod ddl;
 mod materialized;
 pub mod sql_types;

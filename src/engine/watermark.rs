@@ -44,6 +44,8 @@ pub async fn resolve(
     Ok(WatermarkDefinition {
         column: clause.column.clone(),
         delay_ms,
+        idle_timeout_ms: None,
+        processing_time: false,
     })
 }
 

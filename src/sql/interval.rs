@@ -55,8 +55,12 @@ pub fn text_nanoseconds(text: &str) -> Option<i128> {
     parse_parts(text)
 }
 
-/// "1 hour 30 minutes", "90 seconds", "1.5 hours".
+/// "1 hour 30 minutes", "90 seconds", "1.5 hours", and the compact
+/// "10s", "500ms", "5m", "2h".
 fn parse_parts(text: &str) -> Option<i128> {
+    if let Some(compact) = compact(text.trim()) {
+        return Some(compact);
+    }
     let words: Vec<&str> = text.split_whitespace().collect();
     if words.is_empty() || words.len() % 2 != 0 {
         return None;
@@ -66,6 +70,23 @@ fn parse_parts(text: &str) -> Option<i128> {
         let unit = unit_nanoseconds(pair[1])?;
         Some(total + (amount * unit as f64) as i128)
     })
+}
+
+/// "10s", "500ms", "5m", "2h", "1d": a number glued to a short unit.
+fn compact(text: &str) -> Option<i128> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let (amount, unit) = text.split_at(split);
+    let amount: f64 = amount.parse().ok()?;
+    let unit = match unit {
+        "us" => NANOS_PER_MICROSECOND,
+        "ms" => NANOS_PER_MILLISECOND,
+        "s" => NANOS_PER_SECOND,
+        "m" | "min" => 60 * NANOS_PER_SECOND,
+        "h" => 3_600 * NANOS_PER_SECOND,
+        "d" => 86_400 * NANOS_PER_SECOND,
+        _ => return None,
+    };
+    Some((amount * unit as f64) as i128)
 }
 
 #[cfg(test)]
@@ -96,6 +117,9 @@ mod tests {
             Some(500 * NANOS_PER_MILLISECOND)
         );
         assert_eq!(nanos("INTERVAL '2' DAY"), Some(172_800 * NANOS_PER_SECOND));
+        assert_eq!(text_nanoseconds("10s"), Some(10 * NANOS_PER_SECOND));
+        assert_eq!(text_nanoseconds("500ms"), Some(500 * NANOS_PER_MILLISECOND));
+        assert_eq!(text_nanoseconds("5m"), Some(300 * NANOS_PER_SECOND));
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod output_names;
 mod parser;
 mod stream_ddl;
 pub mod streaming;
+mod table_time;
 mod windows;
 
 pub use materialized::MaterializedView;

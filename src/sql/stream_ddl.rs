@@ -14,6 +14,12 @@ use crate::error::{Result, WeirError};
 pub struct StreamOptions {
     pub watermark: Option<WatermarkClause>,
     pub append_only: bool,
+    /// The `name AS PROCTIME()` column, stamped with the arrival time.
+    #[serde(default)]
+    pub proctime: Option<String>,
+    /// `WITH (watermark_idle_timeout = ...)` in milliseconds.
+    #[serde(default)]
+    pub idle_timeout_ms: Option<i64>,
 }
 
 /// `WATERMARK FOR column AS column - delay`.
@@ -48,7 +54,11 @@ pub fn extract(
     if !is_create_table {
         return Ok((tokens, None));
     }
-    let mut options = StreamOptions::default();
+    let mut options = StreamOptions {
+        proctime: super::table_time::extract_proctime(&mut tokens)?,
+        idle_timeout_ms: super::table_time::extract_with_options(&mut tokens)?,
+        ..StreamOptions::default()
+    };
     if let Some((start, end)) = find_watermark(&tokens) {
         let clause: Vec<TokenWithSpan> = tokens.drain(start..end).collect();
         options.watermark = Some(parse_watermark(&clause)?);
@@ -57,7 +67,7 @@ pub fn extract(
         tokens.drain(range);
         options.append_only = true;
     }
-    let found = options.watermark.is_some() || options.append_only;
+    let found = options != StreamOptions::default();
     Ok((tokens, found.then_some(options)))
 }
 

@@ -1,5 +1,7 @@
 //! A source's watermark: after row i it is `max(ts of rows 1..i) - delay`,
-//! and it never goes back. Row i is judged against the watermark *before* it
+//! and it never goes back. A source whose watermark follows processing time
+//! (PROCTIME, or idle for its `watermark_idle_timeout`) is also raised
+//! between rows to a floor, logged with the rows so replay sees it too. Row i is judged against the watermark *before* it
 //! arrived, so results do not depend on how rows were grouped into batches.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
@@ -15,15 +17,13 @@ pub struct WatermarkTracker {
     delay_ns: i64,
     /// Largest event time seen so far (nanoseconds since the epoch).
     max_event_ns: Option<i64>,
+    /// The watermark it was raised to between rows, if any.
+    floor_ns: Option<i64>,
 }
 
 impl WatermarkTracker {
     pub fn new(column: usize, delay_ms: i64) -> Self {
-        WatermarkTracker {
-            column,
-            delay_ns: delay_ms.saturating_mul(1_000_000),
-            max_event_ns: None,
-        }
+        WatermarkTracker::new_ns(column, delay_ms.saturating_mul(1_000_000))
     }
 
     /// The same watermark definition with no rows seen yet.
@@ -36,13 +36,21 @@ impl WatermarkTracker {
             column,
             delay_ns,
             max_event_ns: None,
+            floor_ns: None,
         }
     }
 
     /// The current watermark in nanoseconds; None before the first row.
     pub fn current_ns(&self) -> Option<i64> {
-        self.max_event_ns
-            .map(|max| max.saturating_sub(self.delay_ns))
+        let from_rows = self
+            .max_event_ns
+            .map(|max| max.saturating_sub(self.delay_ns));
+        from_rows.max(self.floor_ns)
+    }
+
+    /// Raises the watermark to at least `watermark_ns` (never lowers it).
+    pub fn raise_to(&mut self, watermark_ns: i64) {
+        self.floor_ns = Some(self.floor_ns.map_or(watermark_ns, |f| f.max(watermark_ns)));
     }
 
     /// Moves the watermark past `batch` (one vectorised max).
@@ -63,7 +71,9 @@ impl WatermarkTracker {
         let before: Int64Array = times
             .iter()
             .map(|time| {
-                let watermark = running.map(|m| m.saturating_sub(self.delay_ns));
+                let watermark = running
+                    .map(|m| m.saturating_sub(self.delay_ns))
+                    .max(self.floor_ns);
                 if let Some(time) = time {
                     running = Some(running.map_or(time, |m| m.max(time)));
                 }
@@ -134,6 +144,24 @@ mod tests {
             .collect();
         assert_eq!(before, expected);
         assert_eq!(tracker.current_ns(), Some(30 * SECOND));
+    }
+
+    #[test]
+    fn a_raised_watermark_holds_until_rows_pass_it() {
+        let mut tracker = WatermarkTracker::new(0, 0);
+        tracker.raise_to(50 * SECOND);
+        assert_eq!(tracker.current_ns(), Some(50 * SECOND));
+        let before = tracker
+            .watermarks_before(&batch(&[Some(10), Some(60), Some(70)]))
+            .unwrap();
+        let expected: Int64Array = vec![Some(50), Some(50), Some(60)]
+            .into_iter()
+            .map(|s: Option<i64>| s.map(|s| s * SECOND))
+            .collect();
+        assert_eq!(before, expected);
+        tracker.raise_to(20 * SECOND);
+        assert_eq!(tracker.current_ns(), Some(70 * SECOND));
+        assert_eq!(tracker.restarted().current_ns(), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! log is also what later streaming issues replay from: entry sequence numbers
 //! are the table's offsets.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -24,13 +24,18 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
+mod clock;
+
+pub use clock::{ticks_prefix, unix_now_ns};
+
 use super::unique::UniqueIndex;
-use super::WatermarkDefinition;
+use super::StreamDefinition;
 use crate::error::{Result, WeirError};
 use crate::state::batch_codec::{decode_batches, encode_batch};
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::dataflow::source_messages;
 use crate::stream::{Message, WatermarkTracker};
+use clock::{load_ticks, Clock};
 
 /// Rows per stored log entry; bigger writes are split so no value is huge.
 const ROWS_PER_ENTRY: usize = 64 * 1024;
@@ -72,6 +77,12 @@ pub struct TableLog {
     rows: RwLock<Vec<RecordBatch>>,
     /// For a table with WATERMARK FOR: its event-time watermark.
     watermark: Option<Mutex<WatermarkTracker>>,
+    /// How the watermark moves without rows (PROCTIME, idle timeout).
+    clock: Option<Mutex<Clock>>,
+    /// The PROCTIME() column, stamped on arrival.
+    proctime: Option<usize>,
+    /// Watermarks raised between rows, by the row count at the time.
+    ticks: Mutex<BTreeMap<u64, i64>>,
 }
 
 /// Holds a table's writes off while a new view reads its history.
@@ -125,10 +136,11 @@ impl TableLog {
         name: &str,
         schema: SchemaRef,
         constraints: &Constraints,
-        watermark: Option<&WatermarkDefinition>,
+        stream: Option<&StreamDefinition>,
         store: Arc<dyn StateStore>,
         observer: Option<Arc<dyn AppendObserver>>,
     ) -> Result<Self> {
+        let watermark = stream.and_then(|stream| stream.watermark.as_ref());
         let mut rows = Vec::new();
         let mut next_sequence = 0;
         for (stored_key, value) in store.scan_prefix(&rows_prefix(id))? {
@@ -147,11 +159,22 @@ impl TableLog {
             }
             None => None,
         };
+        let ticks = load_ticks(&*store, id)?;
         if let Some(tracker) = tracker.as_mut() {
             for batch in &rows {
                 tracker.advance(batch)?;
             }
+            if let Some(highest) = ticks.values().max() {
+                tracker.raise_to(*highest);
+            }
         }
+        let proctime = match stream.and_then(|stream| stream.proctime.as_ref()) {
+            Some(column) => Some(schema.index_of(column).map_err(|_| {
+                WeirError::internal(format!("PROCTIME() column {column} is missing"))
+            })?),
+            None => None,
+        };
+        let clock = Clock::new(stream, tracker.as_ref().and_then(|t| t.current_ns()));
         let mut unique = UniqueIndex::for_constraints(name, &schema, constraints)?;
         for index in &mut unique {
             for batch in &rows {
@@ -171,6 +194,9 @@ impl TableLog {
             }),
             rows: RwLock::new(rows),
             watermark: tracker.map(Mutex::new),
+            clock: clock.map(Mutex::new),
+            proctime,
+            ticks: Mutex::new(ticks),
         })
     }
 
@@ -210,7 +236,8 @@ impl TableLog {
     }
 
     /// The history after the first `offset` rows (recovery from a
-    /// checkpoint); the skipped rows still move the watermark.
+    /// checkpoint); the skipped rows still move the watermark. Watermarks
+    /// raised between rows come back where they were raised.
     pub fn history_from(&self, offset: u64) -> Result<Vec<Message>> {
         let mut tracker = self.watermark.as_ref().map(|tracker| {
             tracker
@@ -218,11 +245,21 @@ impl TableLog {
                 .unwrap_or_else(|p| p.into_inner())
                 .restarted()
         });
-        let mut skip = offset as usize;
+        let ticks = self.ticks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut position = 0u64;
         let mut messages = Vec::new();
+        let raise =
+            |at: u64, tracker: &mut Option<WatermarkTracker>, messages: &mut Vec<Message>| {
+                if let (Some(watermark), Some(tracker)) = (ticks.get(&at), tracker.as_mut()) {
+                    tracker.raise_to(*watermark);
+                    if at >= offset {
+                        messages.push(Message::Watermark(*watermark));
+                    }
+                }
+            };
         for batch in self.snapshot() {
-            let skipped = skip.min(batch.num_rows());
-            skip -= skipped;
+            raise(position, &mut tracker, &mut messages);
+            let skipped = (offset.saturating_sub(position) as usize).min(batch.num_rows());
             if let Some(tracker) = tracker.as_mut() {
                 tracker.advance(&batch.slice(0, skipped))?;
             }
@@ -230,7 +267,9 @@ impl TableLog {
                 let tail = batch.slice(skipped, batch.num_rows() - skipped);
                 messages.extend(source_messages(tail, tracker.as_mut())?);
             }
+            position += batch.num_rows() as u64;
         }
+        raise(position, &mut tracker, &mut messages);
         Ok(messages)
     }
 
@@ -254,6 +293,10 @@ impl TableLog {
             return Ok(0);
         }
         let mut writer = self.writer.lock().await;
+        let batches = batches
+            .into_iter()
+            .map(|batch| self.stamp_arrival(batch))
+            .collect::<Result<Vec<_>>>()?;
         let combined = concat_batches(&self.schema, &batches).map_err(DataFusionError::from)?;
         let new_keys = writer
             .unique
@@ -293,6 +336,7 @@ impl TableLog {
         if let Ok(mut rows) = self.rows.write() {
             rows.push(combined);
         }
+        self.rows_arrived();
         Ok(row_count as u64)
     }
 

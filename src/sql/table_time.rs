@@ -1,0 +1,205 @@
+//! Processing time in CREATE TABLE, taken out of the tokens before
+//! sqlparser sees them: a `name [type] AS PROCTIME()` column (Flink's and
+//! RisingWave's spelling), stamped with the wall clock as rows arrive, and
+//! `WITH (watermark_idle_timeout = '10s')` after the column list.
+
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use crate::error::{sqlstate, Result, WeirError};
+
+fn is_word(token: &Token, keyword: &str) -> bool {
+    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
+}
+
+fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
+    tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// Rewrites `name [type] AS PROCTIME()` to `name TIMESTAMP` (or the type
+/// given); returns the column's name.
+pub fn extract_proctime(tokens: &mut Vec<TokenWithSpan>) -> Result<Option<String>> {
+    let positions = significant(tokens);
+    let token = |position: usize| positions.get(position).map(|&index| &tokens[index].token);
+    let mut depth = 0;
+    let mut item_start = None;
+    let mut found: Option<(usize, usize, usize)> = None;
+    for position in 0..positions.len() {
+        match token(position) {
+            Some(Token::LParen) => {
+                depth += 1;
+                if depth == 1 {
+                    item_start = Some(position + 1);
+                }
+            }
+            Some(Token::RParen) => depth -= 1,
+            Some(Token::Comma) if depth == 1 => item_start = Some(position + 1),
+            Some(word)
+                if depth == 1
+                    && is_word(word, "AS")
+                    && token(position + 1).is_some_and(|t| is_word(t, "PROCTIME"))
+                    && token(position + 2) == Some(&Token::LParen)
+                    && token(position + 3) == Some(&Token::RParen) =>
+            {
+                if found.is_some() {
+                    return Err(WeirError::syntax("a table can have one PROCTIME() column")
+                        .with_hint("Keep one `name AS PROCTIME()` column."));
+                }
+                let start = item_start.unwrap_or(position);
+                found = Some((start, position, position + 3));
+            }
+            _ => {}
+        }
+    }
+    let Some((start, as_position, close)) = found else {
+        return Ok(None);
+    };
+    let name = match token(start) {
+        Some(Token::Word(word)) if start < as_position => match word.quote_style {
+            Some(_) => word.value.clone(),
+            None => word.value.to_ascii_lowercase(),
+        },
+        _ => {
+            return Err(WeirError::syntax("PROCTIME() needs a column name")
+                .with_hint("Write `arrived_at AS PROCTIME()` among the columns."))
+        }
+    };
+    let typed = as_position > start + 1;
+    let replacement = if typed {
+        Vec::new()
+    } else {
+        vec![TokenWithSpan::wrap(Token::make_word("TIMESTAMP", None))]
+    };
+    tokens.splice(positions[as_position]..=positions[close], replacement);
+    Ok(Some(name))
+}
+
+/// Takes `WITH (name = 'value', ...)` after the column list out of the
+/// tokens; returns `watermark_idle_timeout` in milliseconds.
+pub fn extract_with_options(tokens: &mut Vec<TokenWithSpan>) -> Result<Option<i64>> {
+    let positions = significant(tokens);
+    let mut depth = 0;
+    let mut closed_columns = false;
+    let mut with = None;
+    for (position, &index) in positions.iter().enumerate() {
+        match &tokens[index].token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                closed_columns |= depth == 0;
+            }
+            word if depth == 0 && closed_columns && is_word(word, "WITH") => {
+                with = Some(position);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let Some(with) = with else { return Ok(None) };
+    let open = *positions
+        .get(with + 1)
+        .filter(|&&index| tokens[index].token == Token::LParen)
+        .ok_or_else(|| WeirError::syntax("WITH needs (option = 'value', ...)"))?;
+    let close = (open..tokens.len())
+        .scan(0, |depth, index| {
+            match tokens[index].token {
+                Token::LParen => *depth += 1,
+                Token::RParen => *depth -= 1,
+                _ => {}
+            }
+            Some((index, *depth))
+        })
+        .find(|(_, depth)| *depth == 0)
+        .map(|(index, _)| index)
+        .ok_or_else(|| WeirError::syntax("WITH ( is not closed"))?;
+    let inner: Vec<Token> = tokens[open + 1..close]
+        .iter()
+        .map(|t| t.token.clone())
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let idle = idle_timeout(&inner)?;
+    tokens.drain(positions[with]..=close);
+    Ok(idle)
+}
+
+fn idle_timeout(options: &[Token]) -> Result<Option<i64>> {
+    let mut idle = None;
+    for option in options.split(|t| *t == Token::Comma) {
+        let [Token::Word(key), Token::Eq, value] = option else {
+            return Err(
+                WeirError::syntax("table options are written name = 'value'")
+                    .with_hint("Write WITH (watermark_idle_timeout = '10s')."),
+            );
+        };
+        if !key.value.eq_ignore_ascii_case("watermark_idle_timeout") {
+            return Err(WeirError::new(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                format!("unknown table option \"{}\"", key.value),
+            )
+            .with_hint("The table option is watermark_idle_timeout."));
+        }
+        let text = match value {
+            Token::SingleQuotedString(text) => text.clone(),
+            other => other.to_string(),
+        };
+        let nanoseconds = super::interval::text_nanoseconds(&text)
+            .filter(|n| *n >= 1_000_000 && *n <= i64::MAX as i128)
+            .ok_or_else(|| {
+                WeirError::new(
+                    sqlstate::INVALID_PARAMETER_VALUE,
+                    format!("watermark_idle_timeout = '{text}' is not a duration of 1ms or more"),
+                )
+                .with_hint("Write it like '10s', '500ms' or '2 minutes'.")
+            })?;
+        idle = Some((nanoseconds / 1_000_000) as i64);
+    }
+    Ok(idle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::parser::render;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+
+    fn tokens(sql: &str) -> Vec<TokenWithSpan> {
+        Tokenizer::new(&PostgreSqlDialect {}, sql)
+            .tokenize_with_location()
+            .unwrap()
+    }
+
+    #[test]
+    fn proctime_columns_become_timestamps() {
+        let mut create = tokens("CREATE TABLE t (v INT, arrived AS PROCTIME(), w TEXT)");
+        assert_eq!(
+            extract_proctime(&mut create).unwrap().as_deref(),
+            Some("arrived")
+        );
+        assert_eq!(
+            render(&create),
+            "CREATE TABLE t (v INT, arrived TIMESTAMP, w TEXT)"
+        );
+        let mut typed = tokens("CREATE TABLE t (pt TIMESTAMPTZ AS proctime())");
+        assert_eq!(extract_proctime(&mut typed).unwrap().as_deref(), Some("pt"));
+        assert_eq!(render(&typed), "CREATE TABLE t (pt TIMESTAMPTZ )");
+        let mut plain = tokens("CREATE TABLE t (v INT)");
+        assert_eq!(extract_proctime(&mut plain).unwrap(), None);
+    }
+
+    #[test]
+    fn idle_timeout_option() {
+        let mut create =
+            tokens("CREATE TABLE t (v INT) WITH (watermark_idle_timeout = '10s') APPEND ONLY");
+        assert_eq!(extract_with_options(&mut create).unwrap(), Some(10_000));
+        assert_eq!(render(&create), "CREATE TABLE t (v INT)  APPEND ONLY");
+        let mut bad = tokens("CREATE TABLE t (v INT) WITH (color = 'red')");
+        assert_eq!(extract_with_options(&mut bad).unwrap_err().code, "22023");
+        let mut zero = tokens("CREATE TABLE t (v INT) WITH (watermark_idle_timeout = '0s')");
+        assert_eq!(extract_with_options(&mut zero).unwrap_err().code, "22023");
+    }
+}
