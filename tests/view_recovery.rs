@@ -20,9 +20,28 @@ CREATE MATERIALIZED VIEW live_windows AS
 CREATE MATERIALIZED VIEW busy AS
   SELECT window_start AS ts, n FROM closed_windows WHERE n > 1;
 CREATE MATERIALIZED VIEW per_page AS SELECT page, MAX(at) AS last_seen FROM clicks GROUP BY page;
+CREATE MATERIALIZED VIEW sessions AS
+  SELECT page, window_start, window_end, COUNT(*) AS n
+  FROM SESSION(clicks, at, INTERVAL '4' SECOND) GROUP BY page, window_start, window_end
+  EMIT ON WINDOW CLOSE;
+CREATE MATERIALIZED VIEW corrected WITH (late_data = 'update', allowed_lateness = '10 seconds') AS
+  SELECT window_start, COUNT(*) AS n FROM TUMBLE(clicks, at, INTERVAL '10' SECOND)
+  GROUP BY window_start EMIT ON WINDOW CLOSE;
+CREATE MATERIALIZED VIEW kept WITH (late_data = 'side_output') AS
+  SELECT window_start, window_end, COUNT(*) AS n
+  FROM CUMULATE(clicks, at, INTERVAL '5' SECOND, INTERVAL '20' SECOND) GROUP BY window_start, window_end;
 ";
 
-const VIEWS: &[&str] = &["closed_windows", "live_windows", "busy", "per_page"];
+const VIEWS: &[&str] = &[
+    "closed_windows",
+    "live_windows",
+    "busy",
+    "per_page",
+    "sessions",
+    "corrected",
+    "kept",
+    "kept_late",
+];
 
 /// Rows with event times that wander backwards now and then (some late).
 fn insert_statements(from: u64, to: u64) -> Vec<String> {
@@ -139,6 +158,13 @@ async fn random_kills_never_lose_or_double_count_rows() {
     client.batch_execute(SETUP).await.unwrap();
     run(&client, &statements).await;
     let expected = snapshot(&client).await;
+    for view in VIEWS {
+        let prefix = format!("{view}: ");
+        assert!(
+            expected.iter().any(|line| line.starts_with(&prefix)),
+            "{view} is empty"
+        );
+    }
 
     let temp = tempfile::tempdir().unwrap();
     let data_dir = temp.path().join("data");
