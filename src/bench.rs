@@ -70,6 +70,10 @@ pub enum Scenario {
     Tumble,
     /// A HOP view (10 s windows every 2 s): each event lands in five.
     Hop,
+    /// A CUMULATE view (10 s periods in 2 s steps): each event lands in 1-5.
+    Cumulate,
+    /// A SESSION view per auction (5 s gap): sessions merge and close.
+    Session,
     /// Both views, a bulk load, then the time `Engine::open` takes to be
     /// ready again, from a checkpoint and from the whole history.
     Recovery,
@@ -78,13 +82,21 @@ pub enum Scenario {
 impl Scenario {
     /// What `--scenario all` runs: the events/s scenarios, whose figures are
     /// comparable with each other. Recovery prints another table.
-    pub const THROUGHPUT: [Scenario; 3] = [Scenario::Baseline, Scenario::Tumble, Scenario::Hop];
+    pub const THROUGHPUT: [Scenario; 5] = [
+        Scenario::Baseline,
+        Scenario::Tumble,
+        Scenario::Hop,
+        Scenario::Cumulate,
+        Scenario::Session,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Baseline => "baseline",
             Scenario::Tumble => "tumble",
             Scenario::Hop => "hop",
+            Scenario::Cumulate => "cumulate",
+            Scenario::Session => "session",
             Scenario::Recovery => "recovery",
         }
     }
@@ -94,6 +106,8 @@ impl Scenario {
             Scenario::Baseline => &[],
             Scenario::Tumble => &[Window::Tumble],
             Scenario::Hop => &[Window::Hop],
+            Scenario::Cumulate => &[Window::Cumulate],
+            Scenario::Session => &[Window::Session],
             Scenario::Recovery => &[Window::Tumble, Window::Hop],
         }
     }
@@ -104,6 +118,8 @@ impl Scenario {
 enum Window {
     Tumble,
     Hop,
+    Cumulate,
+    Session,
 }
 
 impl Window {
@@ -111,6 +127,8 @@ impl Window {
         match self {
             Window::Tumble => "bench_tumble",
             Window::Hop => "bench_hop",
+            Window::Cumulate => "bench_cumulate",
+            Window::Session => "bench_session",
         }
     }
 
@@ -118,6 +136,26 @@ impl Window {
         let window = match self {
             Window::Tumble => "TUMBLE(events, ts, INTERVAL '10' SECOND)",
             Window::Hop => "HOP(events, ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)",
+            // Windows of a period share their start: these group by end.
+            Window::Cumulate => {
+                return format!(
+                    "CREATE MATERIALIZED VIEW {} AS SELECT window_end, auction % 100 AS bucket, \
+                     COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top \
+                     FROM CUMULATE(events, ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND) \
+                     GROUP BY window_end, auction % 100 EMIT ON WINDOW CLOSE",
+                    self.view_name()
+                )
+            }
+            // Per auction (an event every ~10 s each): sessions of one or a few events.
+            Window::Session => {
+                return format!(
+                    "CREATE MATERIALIZED VIEW {} AS SELECT auction, window_start, window_end, \
+                     COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top \
+                     FROM SESSION(events, ts, INTERVAL '5' SECOND) \
+                     GROUP BY auction, window_start, window_end EMIT ON WINDOW CLOSE",
+                    self.view_name()
+                )
+            }
         };
         format!(
             "CREATE MATERIALIZED VIEW {} AS {VIEW_SELECT} FROM {window} {VIEW_GROUP_BY}",

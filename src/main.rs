@@ -72,6 +72,8 @@ enum ScenarioChoice {
     Baseline,
     Tumble,
     Hop,
+    Cumulate,
+    Session,
     Recovery,
 }
 
@@ -82,6 +84,8 @@ impl ScenarioChoice {
             ScenarioChoice::Baseline => vec![Scenario::Baseline],
             ScenarioChoice::Tumble => vec![Scenario::Tumble],
             ScenarioChoice::Hop => vec![Scenario::Hop],
+            ScenarioChoice::Cumulate => vec![Scenario::Cumulate],
+            ScenarioChoice::Session => vec![Scenario::Session],
             ScenarioChoice::Recovery => vec![Scenario::Recovery],
         }
     }
