@@ -9,6 +9,15 @@
 //! when that watermark is at or past the window's end. EMIT ON WINDOW CLOSE
 //! views show only windows ending at or before the final watermark.
 //!
+//! Per-view late data policies shift or record that rule: with
+//! `late_data = 'update'` a row is late only when the watermark is at or
+//! past the window's end plus the allowed lateness (EMIT ON WINDOW CLOSE
+//! still shows every window ending at or before the final watermark, with
+//! the corrections); with `late_data = 'side_output'` the view is as under
+//! the default `drop`, and `<view>_late` holds one row per (late row, missed
+//! window). CUMULATE windows start every `size` and end every `step` within
+//! it, so a row falls in every window of its period ending after it.
+//!
 //! `ORACLE_SEEDS=7` (or `ORACLE_SEEDS=0..400`) picks the seeds to run.
 
 mod common;
@@ -32,6 +41,15 @@ const HOP: Shape = Shape {
     slide: 20_000,
     size: 60_000,
 };
+/// CUMULATE: `slide` is the step.
+const CUMULATE: Shape = Shape {
+    slide: 20_000,
+    size: 60_000,
+};
+/// For `late_data = 'update'`, picked by seed. Rows arrive at most about
+/// 20 s behind the watermark, so below that some rows are corrections and
+/// some still late; at 30 s every late row is a correction.
+const ALLOWED_LATENESS_MS: [i64; 4] = [10_000, 30_000, 5_000, 15_000];
 
 /// splitmix64: deterministic and dependency-free.
 struct Rng(u64);
@@ -65,8 +83,11 @@ struct Event {
 
 /// Event times mostly increase but a quarter jump back up to 30 s, so with a
 /// 10 s delay some rows are late. Half are whole seconds, so rows and
-/// watermarks land exactly on window edges; v has a small range so COUNT
-/// DISTINCT sees duplicates, and is sometimes NULL (COUNT(v) vs COUNT(*)).
+/// watermarks land exactly on window edges; a few of those are whole 10 s,
+/// so that the watermark after them (10 s earlier) is often exactly a
+/// window's end, as it must sometimes be when a check runs. v has a small
+/// range so COUNT DISTINCT sees duplicates, and is sometimes NULL (COUNT(v)
+/// vs COUNT(*)).
 fn generate(rng: &mut Rng) -> Vec<Event> {
     let count = rng.range(200, 401);
     let mut clock = BASE_MS + rng.range(0, 60_000);
@@ -78,7 +99,8 @@ fn generate(rng: &mut Rng) -> Vec<Event> {
                 ts -= rng.range(0, 30_000);
             }
             if rng.chance(50) {
-                ts -= ts.rem_euclid(1_000);
+                let unit = if rng.chance(15) { 10_000 } else { 1_000 };
+                ts -= ts.rem_euclid(unit);
             }
             let v = (!rng.chance(10)).then(|| rng.range(-20, 100));
             Event {
@@ -137,6 +159,54 @@ impl Shape {
     }
 }
 
+/// How rows are assigned to windows.
+#[derive(Debug, Clone, Copy)]
+enum Windows {
+    /// TUMBLE (`slide == size`) and HOP.
+    Hop(Shape),
+    /// `slide` is the step; `size` must be a whole number of steps.
+    Cumulate(Shape),
+}
+
+impl Windows {
+    /// The windows `(start, end)` that contain `ts`.
+    fn of(self, ts: i64) -> Vec<(i64, i64)> {
+        match self {
+            Windows::Hop(shape) => shape
+                .starts(ts)
+                .map(|start| (start, start + shape.size))
+                .collect(),
+            Windows::Cumulate(shape) => {
+                // Every end on the step grid after ts, up to the period's end.
+                let start = ts - ts.rem_euclid(shape.size);
+                let first_end = ts - ts.rem_euclid(shape.slide) + shape.slide;
+                (first_end..=start + shape.size)
+                    .step_by(shape.slide as usize)
+                    .map(|end| (start, end))
+                    .collect()
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LateData {
+    Drop,
+    /// Allowed lateness in milliseconds (whole seconds).
+    Update(i64),
+    SideOutput,
+}
+
+impl LateData {
+    /// How long past its end a window still takes rows.
+    fn allowed_lateness(self) -> i64 {
+        match self {
+            LateData::Update(lateness) => lateness,
+            LateData::Drop | LateData::SideOutput => 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Emit {
     OnUpdate,
@@ -190,58 +260,109 @@ impl Agg {
 /// A result row with every value as an optional i64 (timestamps in ms).
 type Cells = Vec<Option<i64>>;
 
-/// Per (window start, k), the aggregates over the rows on time for that
-/// window; and the number of (row, window) pairs dropped as late.
-fn windowed_groups(events: &[Event], shape: Shape, emit: Emit) -> (BTreeMap<(i64, i64), Agg>, u64) {
-    let closed_until = final_watermark(events);
-    let mut groups: BTreeMap<(i64, i64), Agg> = BTreeMap::new();
-    let mut late = 0;
+/// A late row and the window it missed, as `<view>_late` records it.
+struct Missed {
+    event: Event,
+    start: i64,
+    end: i64,
+    watermark: i64,
+}
+
+/// Per (window start, window end, k), the aggregates over the rows on time
+/// for that window; and every (row, window) pair dropped as late.
+struct Windowed {
+    groups: BTreeMap<(i64, i64, i64), Agg>,
+    missed: Vec<Missed>,
+}
+
+fn windowed_groups(events: &[Event], windows: Windows, emit: Emit, lateness: i64) -> Windowed {
+    let mut groups: BTreeMap<(i64, i64, i64), Agg> = BTreeMap::new();
+    let mut missed = Vec::new();
     for (event, watermark) in events.iter().zip(watermarks_before(events)) {
-        for start in shape.starts(event.ts) {
-            let end = start + shape.size;
-            if watermark.is_some_and(|watermark| watermark >= end) {
-                late += 1;
-                continue;
+        for (start, end) in windows.of(event.ts) {
+            match watermark {
+                Some(watermark) if watermark >= end + lateness => missed.push(Missed {
+                    event: *event,
+                    start,
+                    end,
+                    watermark,
+                }),
+                _ => groups
+                    .entry((start, end, event.k))
+                    .or_default()
+                    .add(event.v),
             }
-            groups.entry((start, event.k)).or_default().add(event.v);
         }
     }
     if emit == Emit::OnWindowClose {
-        groups.retain(|(start, _), _| closed_until.is_some_and(|w| start + shape.size <= w));
+        // Closed windows show whatever the allowed lateness let in since.
+        let closed_until = final_watermark(events);
+        groups.retain(|(_, end, _), _| closed_until.is_some_and(|w| *end <= w));
     }
-    (groups, late)
+    Windowed { groups, missed }
 }
 
-/// What one view must contain: its rows (sorted) and its late row count.
+/// What one view must contain: its rows (sorted), its late row count and,
+/// for `late_data = 'side_output'`, the rows of `<view>_late` (sorted).
 struct Expected {
     rows: Vec<Cells>,
     late: u64,
+    side_output: Option<Vec<Cells>>,
 }
 
-/// TUMBLE views: window_start, window_end, k, n, s, lo, hi, d, c.
-fn expect_tumble(events: &[Event], emit: Emit) -> Expected {
-    let (groups, late) = windowed_groups(events, TUMBLE, emit);
-    let rows = groups
-        .iter()
-        .map(|((start, k), agg)| {
-            let d = agg.distinct.len() as i64;
-            let end = start + TUMBLE.size;
-            let head = [*start, end, *k, agg.rows].map(Some);
-            let tail = [agg.sum, agg.min, agg.max, Some(d), Some(agg.non_null)];
-            head.into_iter().chain(tail).collect()
-        })
-        .collect();
-    Expected { rows, late }
+/// TUMBLE and CUMULATE views: window_start, window_end, k, n, s, lo, hi, d, c.
+fn full_row(&(start, end, k): &(i64, i64, i64), agg: &Agg) -> Cells {
+    let d = agg.distinct.len() as i64;
+    let head = [start, end, k, agg.rows].map(Some);
+    let tail = [agg.sum, agg.min, agg.max, Some(d), Some(agg.non_null)];
+    head.into_iter().chain(tail).collect()
 }
 
 /// HOP views: window_start, k, n, s.
-fn expect_hop(events: &[Event], emit: Emit) -> Expected {
-    let (groups, late) = windowed_groups(events, HOP, emit);
-    let rows = groups
+fn hop_row(&(start, _, k): &(i64, i64, i64), agg: &Agg) -> Cells {
+    vec![Some(start), Some(k), Some(agg.rows), agg.sum]
+}
+
+/// `<view>_late`: the table's columns k, v, ts, then window_start,
+/// window_end and the watermark the row arrived under.
+fn side_output_rows(missed: &[Missed]) -> Vec<Cells> {
+    let mut rows: Vec<Cells> = missed
         .iter()
-        .map(|((start, k), agg)| vec![Some(*start), Some(*k), Some(agg.rows), agg.sum])
+        .map(|m| {
+            let e = m.event;
+            vec![
+                Some(e.k),
+                e.v,
+                Some(e.ts),
+                Some(m.start),
+                Some(m.end),
+                Some(m.watermark),
+            ]
+        })
         .collect();
-    Expected { rows, late }
+    rows.sort();
+    rows
+}
+
+fn expect_windowed(
+    events: &[Event],
+    windows: Windows,
+    emit: Emit,
+    late_data: LateData,
+    row: fn(&(i64, i64, i64), &Agg) -> Cells,
+) -> Expected {
+    let windowed = windowed_groups(events, windows, emit, late_data.allowed_lateness());
+    let side_output =
+        (late_data == LateData::SideOutput).then(|| side_output_rows(&windowed.missed));
+    Expected {
+        rows: windowed
+            .groups
+            .iter()
+            .map(|(key, agg)| row(key, agg))
+            .collect(),
+        late: windowed.missed.len() as u64,
+        side_output,
+    }
 }
 
 /// The unwindowed view: k, n, s, c over every row (nothing is late).
@@ -254,24 +375,39 @@ fn expect_by_key(events: &[Event]) -> Expected {
         .iter()
         .map(|(k, agg)| vec![Some(*k), Some(agg.rows), agg.sum, Some(agg.non_null)])
         .collect();
-    Expected { rows, late: 0 }
+    Expected {
+        rows,
+        late: 0,
+        side_output: None,
+    }
 }
 
 /// The views made over each seed's table.
 #[derive(Debug, Clone, Copy)]
 enum ViewKind {
-    Tumble(Emit),
+    Tumble(Emit, LateData),
     Hop(Emit),
+    Cumulate(Emit),
     ByKey,
 }
 
-const VIEW_KINDS: [ViewKind; 5] = [
-    ViewKind::Tumble(Emit::OnUpdate),
-    ViewKind::Tumble(Emit::OnWindowClose),
-    ViewKind::Hop(Emit::OnUpdate),
-    ViewKind::Hop(Emit::OnWindowClose),
-    ViewKind::ByKey,
-];
+/// One view of every kind; the seed picks the allowed lateness.
+fn view_kinds(seed: u64) -> [ViewKind; 10] {
+    let lateness = ALLOWED_LATENESS_MS[seed as usize % ALLOWED_LATENESS_MS.len()];
+    let update = LateData::Update(lateness);
+    [
+        ViewKind::Tumble(Emit::OnUpdate, LateData::Drop),
+        ViewKind::Tumble(Emit::OnWindowClose, LateData::Drop),
+        ViewKind::Hop(Emit::OnUpdate),
+        ViewKind::Hop(Emit::OnWindowClose),
+        ViewKind::ByKey,
+        ViewKind::Cumulate(Emit::OnUpdate),
+        ViewKind::Cumulate(Emit::OnWindowClose),
+        ViewKind::Tumble(Emit::OnUpdate, update),
+        ViewKind::Tumble(Emit::OnWindowClose, update),
+        ViewKind::Tumble(Emit::OnUpdate, LateData::SideOutput),
+    ]
+}
 
 fn emit_clause(emit: Emit) -> &'static str {
     match emit {
@@ -280,43 +416,87 @@ fn emit_clause(emit: Emit) -> &'static str {
     }
 }
 
-/// The CREATE statement for a view; `flink` picks the
-/// `TABLE(HOP(TABLE t, DESCRIPTOR(ts), ...))` spelling for HOP.
-fn create_sql(name: &str, table: &str, kind: ViewKind, flink: bool) -> String {
-    let body = match kind {
-        ViewKind::Tumble(emit) => format!(
-            "SELECT window_start, window_end, k, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo, \
-             MAX(v) AS hi, COUNT(DISTINCT v) AS d, COUNT(v) AS c \
-             FROM TUMBLE({table}, ts, INTERVAL '1' MINUTE) \
-             GROUP BY window_start, window_end, k{}",
-            emit_clause(emit)
+/// The `WITH (...)` clause; `explicit` spells out the default `drop`.
+fn with_clause(late_data: LateData, explicit: bool) -> String {
+    match late_data {
+        LateData::Drop if !explicit => String::new(),
+        LateData::Drop => " WITH (late_data = 'drop')".to_string(),
+        LateData::Update(lateness) => format!(
+            " WITH (late_data = 'update', allowed_lateness = '{} seconds')",
+            lateness / 1_000
         ),
+        LateData::SideOutput => " WITH (late_data = 'side_output')".to_string(),
+    }
+}
+
+/// A HOP or CUMULATE source of 20 s slides/steps and 1 minute size, in the
+/// `TABLE(F(TABLE t, DESCRIPTOR(ts), ...))` spelling when `flink`.
+fn sliding_source(function: &str, table: &str, flink: bool) -> String {
+    let lengths = "INTERVAL '20' SECOND, INTERVAL '1' MINUTE";
+    if flink {
+        format!("TABLE({function}(TABLE {table}, DESCRIPTOR(ts), {lengths}))")
+    } else {
+        format!("{function}({table}, ts, {lengths})")
+    }
+}
+
+/// The aggregates of TUMBLE and CUMULATE views, grouped by both window
+/// columns (CUMULATE windows share starts, so it needs window_end).
+fn full_select(source: &str, emit: Emit) -> String {
+    format!(
+        "SELECT window_start, window_end, k, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo, \
+         MAX(v) AS hi, COUNT(DISTINCT v) AS d, COUNT(v) AS c \
+         FROM {source} GROUP BY window_start, window_end, k{}",
+        emit_clause(emit)
+    )
+}
+
+/// The CREATE statement for a view; `flink` picks the Flink spelling for
+/// HOP and CUMULATE, and an explicit `late_data = 'drop'` for TUMBLE.
+fn create_sql(name: &str, table: &str, kind: ViewKind, flink: bool) -> String {
+    let (with, body) = match kind {
+        ViewKind::Tumble(emit, late_data) => {
+            let source = format!("TUMBLE({table}, ts, INTERVAL '1' MINUTE)");
+            (with_clause(late_data, flink), full_select(&source, emit))
+        }
         ViewKind::Hop(emit) => {
-            let source = if flink {
-                format!(
-                    "TABLE(HOP(TABLE {table}, DESCRIPTOR(ts), INTERVAL '20' SECOND, \
-                     INTERVAL '1' MINUTE))"
-                )
-            } else {
-                format!("HOP({table}, ts, INTERVAL '20' SECOND, INTERVAL '1' MINUTE)")
-            };
-            format!(
+            let source = sliding_source("HOP", table, flink);
+            let body = format!(
                 "SELECT window_start, k, COUNT(*) AS n, SUM(v) AS s FROM {source} \
                  GROUP BY window_start, k{}",
                 emit_clause(emit)
-            )
+            );
+            (String::new(), body)
+        }
+        ViewKind::Cumulate(emit) => {
+            let source = sliding_source("CUMULATE", table, flink);
+            (String::new(), full_select(&source, emit))
         }
         ViewKind::ByKey => {
-            format!("SELECT k, COUNT(*) AS n, SUM(v) AS s, COUNT(v) AS c FROM {table} GROUP BY k")
+            let body = format!(
+                "SELECT k, COUNT(*) AS n, SUM(v) AS s, COUNT(v) AS c FROM {table} GROUP BY k"
+            );
+            (String::new(), body)
         }
     };
-    format!("CREATE MATERIALIZED VIEW {name} AS {body}")
+    format!("CREATE MATERIALIZED VIEW {name}{with} AS {body}")
 }
 
 fn expected(kind: ViewKind, events: &[Event]) -> Expected {
     match kind {
-        ViewKind::Tumble(emit) => expect_tumble(events, emit),
-        ViewKind::Hop(emit) => expect_hop(events, emit),
+        ViewKind::Tumble(emit, late_data) => {
+            expect_windowed(events, Windows::Hop(TUMBLE), emit, late_data, full_row)
+        }
+        ViewKind::Hop(emit) => {
+            expect_windowed(events, Windows::Hop(HOP), emit, LateData::Drop, hop_row)
+        }
+        ViewKind::Cumulate(emit) => expect_windowed(
+            events,
+            Windows::Cumulate(CUMULATE),
+            emit,
+            LateData::Drop,
+            full_row,
+        ),
         ViewKind::ByKey => expect_by_key(events),
     }
 }
@@ -356,29 +536,42 @@ async fn late_rows(client: &Client, name: &str) -> u64 {
     row.get::<_, i64>(0) as u64
 }
 
-/// Compares a view with the oracle; the panic names the seed and the rows
-/// missing from and extra in the view.
-async fn check_view(client: &Client, seed: u64, name: &str, expected: Expected) {
+/// Compares a relation's rows with the oracle's; the panic names the seed
+/// and the rows missing from and extra in the relation.
+async fn check_rows(client: &Client, seed: u64, name: &str, expected: &[Cells]) {
     let actual = view_rows(client, name).await;
-    if actual != expected.rows {
-        let missing: Vec<_> = expected
-            .rows
-            .iter()
-            .filter(|r| !actual.contains(r))
-            .collect();
-        let extra: Vec<_> = actual
-            .iter()
-            .filter(|r| !expected.rows.contains(r))
-            .collect();
+    if actual != expected {
+        let missing: Vec<_> = expected.iter().filter(|r| !actual.contains(r)).collect();
+        let extra: Vec<_> = actual.iter().filter(|r| !expected.contains(r)).collect();
         panic!(
             "seed {seed}, view {name}: {} rows expected, {} found\n\
              missing: {missing:?}\nextra: {extra:?}",
-            expected.rows.len(),
+            expected.len(),
             actual.len()
         );
     }
+}
+
+/// Compares a view, its late row count and its side output (if any) with
+/// the oracle.
+async fn check_view(client: &Client, seed: u64, name: &str, expected: Expected) {
+    check_rows(client, seed, name, &expected.rows).await;
     let late = late_rows(client, name).await;
     assert_eq!(late, expected.late, "seed {seed}, view {name}: late_rows");
+    if let Some(side_output) = expected.side_output {
+        // One side output row per late_rows count, then the exact rows.
+        let late_name = format!("{name}_late");
+        let count = client
+            .query_one(&format!("SELECT COUNT(*) FROM {late_name}"), &[])
+            .await
+            .unwrap_or_else(|error| panic!("counting {late_name}: {error}"))
+            .get::<_, i64>(0);
+        assert_eq!(
+            count as u64, late,
+            "seed {seed}: {late_name} rows vs late_rows"
+        );
+        check_rows(client, seed, &late_name, &side_output).await;
+    }
 }
 
 /// One seed's table and the views over it.
@@ -406,10 +599,10 @@ impl Scenario {
         }
     }
 
-    /// Creates one view of every kind, named `<table>_<tag><index>`. HOP views
-    /// alternate between the two spellings across seeds.
+    /// Creates one view of every kind, named `<table>_<tag><index>`. The
+    /// spellings alternate across seeds and between neighbouring views.
     async fn create_views(&mut self, client: &Client, tag: &str) {
-        for (index, kind) in VIEW_KINDS.into_iter().enumerate() {
+        for (index, kind) in view_kinds(self.seed).into_iter().enumerate() {
             let name = format!("{}_{tag}{index}", self.table);
             let flink = (self.seed + index as u64) % 2 == 0;
             let sql = create_sql(&name, &self.table, kind, flink);

@@ -138,23 +138,58 @@ impl AggregateOperator {
         } else {
             self.converter.convert_rows(keys)?
         };
-        for (index, field) in self.schema.fields()[self.groups.len()..].iter().enumerate() {
-            let values = emitted.iter().map(|(_, values, _)| values[index].clone());
-            let column = ScalarValue::iter_to_array(values)?;
-            columns.push(if column.data_type() == field.data_type() {
+        let values: Vec<&[ScalarValue]> = emitted.iter().map(|(_, v, _)| v.as_slice()).collect();
+        columns.extend(value_columns(&self.schema, self.groups.len(), &values)?);
+        let diffs = emitted.iter().map(|(_, _, diff)| *diff);
+        push_changes(&self.schema, columns, diffs, output)
+    }
+}
+
+/// The aggregate value columns (after the first `groups` columns of
+/// `schema`) of emitted rows.
+pub fn value_columns(
+    schema: &SchemaRef,
+    groups: usize,
+    rows: &[&[ScalarValue]],
+) -> Result<Vec<ArrayRef>> {
+    schema.fields()[groups..]
+        .iter()
+        .enumerate()
+        .map(|(index, field)| {
+            let column = ScalarValue::iter_to_array(rows.iter().map(|row| row[index].clone()))?;
+            Ok(if column.data_type() == field.data_type() {
                 column
             } else {
                 cast(&column, field.data_type())?
-            });
+            })
+        })
+        .collect()
+}
+
+/// Sends rows with their diffs (left out when all are inserts).
+pub fn push_changes(
+    schema: &SchemaRef,
+    columns: Vec<ArrayRef>,
+    diffs: impl Iterator<Item = i64>,
+    output: &mut Output,
+) -> Result<()> {
+    let diffs = Int64Array::from_iter_values(diffs);
+    let all_inserts = diffs.values().iter().all(|diff| *diff == 1);
+    output.push(Message::batch(Chunk {
+        rows: RecordBatch::try_new(schema.clone(), columns)?,
+        diffs: (!all_inserts).then_some(diffs),
+        watermarks: None,
+    }));
+    Ok(())
+}
+
+impl LateHandling {
+    /// Counts `late` rows of `chunk`, keeping them for the side output.
+    pub fn report(&self, chunk: &Chunk, late: &[LateRow]) -> Result<()> {
+        match &self.side_output {
+            Some(shape) if !late.is_empty() => self.rows.keep(shape.rows(chunk, late)?),
+            _ => self.rows.count(late.len() as u64),
         }
-        let diffs = Int64Array::from_iter_values(emitted.iter().map(|(_, _, diff)| *diff));
-        let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
-        let all_inserts = diffs.values().iter().all(|diff| *diff == 1);
-        output.push(Message::batch(Chunk {
-            rows,
-            diffs: (!all_inserts).then_some(diffs),
-            watermarks: None,
-        }));
         Ok(())
     }
 }
@@ -303,7 +338,7 @@ impl Operator for AggregateOperator {
             });
             members[position].2.push(row as u32);
         }
-        self.report_late(&chunk, &late)?;
+        self.late.report(&chunk, &late)?;
 
         let mut emitted = Vec::new();
         for (end, key, indices) in members {
@@ -369,14 +404,6 @@ impl AggregateOperator {
         }
         if emits {
             emitted.push((key.to_vec(), evaluate(accumulators)?, 1));
-        }
-        Ok(())
-    }
-
-    fn report_late(&self, chunk: &Chunk, late: &[LateRow]) -> Result<()> {
-        match &self.late.side_output {
-            Some(shape) if !late.is_empty() => self.late.rows.keep(shape.rows(chunk, late)?),
-            _ => self.late.rows.count(late.len() as u64),
         }
         Ok(())
     }

@@ -11,17 +11,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::{
-    arguments_for, evaluate, evaluate_arguments, new_accumulators, AggregateCall, Arguments,
-    LateHandling,
+    arguments_for, evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns,
+    AggregateCall, Arguments, LateHandling,
 };
 use super::aggregate_late::LateRow;
 use super::session_state::{decode_sessions, encode_sessions};
@@ -284,23 +282,9 @@ impl SessionAggregateOperator {
             };
             columns.push(column);
         }
-        for (index, field) in fields[self.groups.len()..].iter().enumerate() {
-            let values = emitted.iter().map(|e| e.3[index].clone());
-            let column = ScalarValue::iter_to_array(values)?;
-            columns.push(if column.data_type() == field.data_type() {
-                column
-            } else {
-                cast(&column, field.data_type())?
-            });
-        }
-        let diffs = Int64Array::from_iter_values(emitted.iter().map(|e| e.4));
-        let all_inserts = diffs.values().iter().all(|diff| *diff == 1);
-        output.push(Message::batch(Chunk {
-            rows: RecordBatch::try_new(self.schema.clone(), columns)?,
-            diffs: (!all_inserts).then_some(diffs),
-            watermarks: None,
-        }));
-        Ok(())
+        let values: Vec<&[ScalarValue]> = emitted.iter().map(|e| e.3.as_slice()).collect();
+        columns.extend(value_columns(&self.schema, self.groups.len(), &values)?);
+        push_changes(&self.schema, columns, emitted.iter().map(|e| e.4), output)
     }
 }
 
@@ -335,9 +319,10 @@ impl Operator for SessionAggregateOperator {
             let (ts, end) = (times.value(row), times.value(row).saturating_add(gap));
             let watermark = chunk.watermark_before(row, self.watermark);
             let touching = self.touching(key, ts, end);
+            let sessions = self.sessions.get(key.as_slice());
             let touches_final = touching.iter().any(|start| {
-                self.sessions[key.as_slice()]
-                    .get(start)
+                sessions
+                    .and_then(|sessions| sessions.get(start))
                     .is_some_and(|session| self.is_final(session, watermark))
             });
             if touches_final || watermark.is_some_and(|w| w >= end.saturating_add(lateness)) {
@@ -357,10 +342,7 @@ impl Operator for SessionAggregateOperator {
                 .collect::<Result<Vec<_>>>()?;
             self.add_row(key, (ts, end), touching, row_arguments, &mut emitted)?;
         }
-        match &self.late.side_output {
-            Some(shape) if !late.is_empty() => self.late.rows.keep(shape.rows(&chunk, &late)?),
-            _ => self.late.rows.count(late.len() as u64),
-        }
+        self.late.report(&chunk, &late)?;
         self.emit_rows(emitted, output)
     }
 

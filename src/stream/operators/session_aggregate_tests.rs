@@ -6,6 +6,7 @@ use crate::stream::operators::window::nanoseconds;
 use crate::stream::{LatePolicy, LateRows};
 use datafusion::arrow::array::{AsArray, StringArray, TimestampNanosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::functions_aggregate::count::count_udaf;
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::col;
