@@ -44,6 +44,28 @@ pub struct Session {
     pub accumulators: Option<Vec<Box<dyn Accumulator>>>,
     /// Whether the output holds this session's row.
     pub emitted: bool,
+    /// Rows of the current chunk not yet in the accumulators.
+    pub pending: Vec<u32>,
+}
+
+/// Two touching sessions as one: accumulators merged through DataFusion's
+/// `state()` / `merge_batch`, rows still pending kept.
+fn merge_sessions(mut survivor: Session, mut other: Session) -> Result<Session> {
+    let (Some(target), Some(source)) = (&mut survivor.accumulators, other.accumulators.take())
+    else {
+        return Err(WeirError::internal("merging a final session"));
+    };
+    for (target, mut source) in target.iter_mut().zip(source) {
+        let state: Vec<ArrayRef> = source
+            .state()?
+            .into_iter()
+            .map(|value| value.to_array())
+            .collect::<datafusion::error::Result<_>>()?;
+        target.merge_batch(&state)?;
+    }
+    survivor.end = survivor.end.max(other.end);
+    survivor.pending.append(&mut other.pending);
+    Ok(survivor)
 }
 
 /// One key's sessions by start; they never overlap or touch.
@@ -153,59 +175,111 @@ impl SessionAggregateOperator {
             || watermark.is_some_and(|w| w >= session.end.saturating_add(lateness))
     }
 
-    /// Merges the row into the sessions it touches (or a new one).
-    fn add_row(
+    /// Places the row in the sessions it touches, merged into one (or a new
+    /// session). Its accumulators are updated when the chunk is done
+    /// (`apply_pending`); a shown session it changes is retracted now.
+    fn place_row(
         &mut self,
         key: &[u8],
         (ts, end): (i64, i64),
         touching: Vec<i64>,
-        row_arguments: Vec<Vec<ArrayRef>>,
+        row: u32,
         emitted: &mut Emitted,
     ) -> Result<()> {
-        let mut merged = new_accumulators(&self.calls)?;
+        if !self.sessions.contains_key(key) {
+            self.sessions.insert(key.to_vec(), Sessions::new());
+        }
+        let sessions = self
+            .sessions
+            .get_mut(key)
+            .ok_or_else(|| WeirError::internal("a session key vanished"))?;
+        let mut merged: Option<Session> = None;
         let (mut start, mut last) = (ts, end);
-        let sessions = self.sessions.entry(key.to_vec()).or_default();
+        let unchanged = match touching[..] {
+            [only] => sessions
+                .get(&only)
+                .is_some_and(|session| only <= ts && session.end >= end),
+            _ => false,
+        };
         for old_start in touching {
             let Some(mut session) = sessions.remove(&old_start) else {
                 continue;
             };
-            self.by_end.remove(&(session.end, key.to_vec(), old_start));
-            let mut accumulators = session
-                .accumulators
-                .take()
-                .ok_or_else(|| WeirError::internal("merging a final session"))?;
-            if session.emitted {
-                let values = evaluate(&mut accumulators)?;
-                emitted.push((key.to_vec(), old_start, session.end, values, -1));
+            if !unchanged {
+                self.by_end.remove(&(session.end, key.to_vec(), old_start));
             }
-            for (target, mut source) in merged.iter_mut().zip(accumulators) {
-                let state: Vec<ArrayRef> = source
-                    .state()?
-                    .into_iter()
-                    .map(|value| value.to_array())
-                    .collect::<datafusion::error::Result<_>>()?;
-                target.merge_batch(&state)?;
+            if session.emitted {
+                let accumulators = session
+                    .accumulators
+                    .as_mut()
+                    .ok_or_else(|| WeirError::internal("merging a final session"))?;
+                emitted.push((
+                    key.to_vec(),
+                    old_start,
+                    session.end,
+                    evaluate(accumulators)?,
+                    -1,
+                ));
+                session.emitted = false;
             }
             start = start.min(old_start);
             last = last.max(session.end);
+            merged = Some(match merged {
+                None => session,
+                Some(survivor) => merge_sessions(survivor, session)?,
+            });
         }
-        for (accumulator, arguments) in merged.iter_mut().zip(&row_arguments) {
-            accumulator.update_batch(arguments)?;
-        }
-        let shown = self.emit == EmitMode::OnUpdate || self.watermark.is_some_and(|w| w >= last);
-        if shown {
-            emitted.push((key.to_vec(), start, last, evaluate(&mut merged)?, 1));
-        }
-        sessions.insert(
-            start,
-            Session {
-                end: last,
-                accumulators: Some(merged),
-                emitted: shown,
+        let mut session = match merged {
+            Some(session) => session,
+            None => Session {
+                end,
+                accumulators: Some(new_accumulators(&self.calls)?),
+                emitted: false,
+                pending: Vec::new(),
             },
-        );
-        self.by_end.insert((last, key.to_vec(), start));
-        self.changed.insert(key.to_vec());
+        };
+        session.end = last;
+        session.pending.push(row);
+        sessions.insert(start, session);
+        if !unchanged {
+            self.by_end.insert((last, key.to_vec(), start));
+        }
+        Ok(())
+    }
+
+    /// Adds each changed session's rows of this chunk to its accumulators
+    /// and shows it if the emit mode says so.
+    fn apply_pending(
+        &mut self,
+        keys: &[&[u8]],
+        arguments: &[Arguments],
+        emitted: &mut Emitted,
+    ) -> Result<()> {
+        let shows_all = self.emit == EmitMode::OnUpdate;
+        for key in keys {
+            let Some(sessions) = self.sessions.get_mut(*key) else {
+                continue;
+            };
+            for (start, session) in sessions.iter_mut() {
+                if session.pending.is_empty() {
+                    continue;
+                }
+                let indices = UInt32Array::from(std::mem::take(&mut session.pending));
+                let accumulators = session
+                    .accumulators
+                    .as_mut()
+                    .ok_or_else(|| WeirError::internal("rows for a final session"))?;
+                for (accumulator, arguments) in accumulators.iter_mut().zip(arguments) {
+                    accumulator.update_batch(&arguments_for(arguments, &indices)?)?;
+                }
+                if shows_all || self.watermark.is_some_and(|w| w >= session.end) {
+                    let values = evaluate(accumulators)?;
+                    emitted.push((key.to_vec(), *start, session.end, values, 1));
+                    session.emitted = true;
+                }
+            }
+            self.changed.insert(key.to_vec());
+        }
         Ok(())
     }
 
@@ -309,6 +383,8 @@ impl Operator for SessionAggregateOperator {
         let lateness = self.late.policy.allowed_lateness_ns();
         let mut late = Vec::new();
         let mut emitted = Vec::new();
+        // Keys changed by this chunk, in the order first seen.
+        let (mut changed_keys, mut seen) = (Vec::new(), HashSet::new());
         for (row, key) in keys.iter().enumerate() {
             if times.is_null(row) {
                 continue;
@@ -335,13 +411,12 @@ impl Operator for SessionAggregateOperator {
                 });
                 continue;
             }
-            let indices = UInt32Array::from(vec![row as u32]);
-            let row_arguments = arguments
-                .iter()
-                .map(|arguments| arguments_for(arguments, &indices))
-                .collect::<Result<Vec<_>>>()?;
-            self.add_row(key, (ts, end), touching, row_arguments, &mut emitted)?;
+            if seen.insert(key.as_slice()) {
+                changed_keys.push(key.as_slice());
+            }
+            self.place_row(key, (ts, end), touching, row as u32, &mut emitted)?;
         }
+        self.apply_pending(&changed_keys, &arguments, &mut emitted)?;
         self.late.report(&chunk, &late)?;
         self.emit_rows(emitted, output)
     }

@@ -59,6 +59,7 @@ pub fn decode_sessions(calls: &[AggregateCall], value: &[u8]) -> Result<Sessions
                 end,
                 accumulators: (flags & FINAL == 0).then_some(accumulators),
                 emitted: flags & EMITTED != 0,
+                pending: Vec::new(),
             },
         );
     }
