@@ -18,6 +18,15 @@
 //! window). CUMULATE windows start every `size` and end every `step` within
 //! it, so a row falls in every window of its period ending after it.
 //!
+//! SESSION windows are built per key in arrival order: a row opens
+//! `[ts, ts + gap)` and merges with every session it overlaps or touches. A
+//! session is final once the watermark is at or past its end plus the
+//! allowed lateness, and is never reopened: a row is late when its own
+//! `[ts, ts + gap)` is final or when it touches a final session. On-update
+//! views show every session; EMIT ON WINDOW CLOSE those ending at or before
+//! the final watermark. `<view>_late` has the late row's `[ts, ts + gap)`.
+//! Rows with a NULL time are in no window and never late; NULL keys group.
+//!
 //! `ORACLE_SEEDS=7` (or `ORACLE_SEEDS=0..400`) picks the seeds to run.
 
 mod common;
@@ -50,6 +59,12 @@ const CUMULATE: Shape = Shape {
 /// 20 s behind the watermark, so below that some rows are corrections and
 /// some still late; at 30 s every late row is a correction.
 const ALLOWED_LATENESS_MS: [i64; 4] = [10_000, 30_000, 5_000, 15_000];
+/// SESSION gaps (whole seconds), picked by seed. The clock moves 0-2.5 s a
+/// row over 5 keys, so one key's rows are about 6 s apart: a 2 s gap mostly
+/// closes sessions, a 10 s gap mostly merges them, 5 s does both. Half the
+/// rows are whole seconds, so rows exactly a gap apart (which touch) and
+/// watermarks exactly at a session's end are common.
+const SESSION_GAPS_MS: [i64; 3] = [5_000, 2_000, 10_000];
 
 /// splitmix64: deterministic and dependency-free.
 struct Rng(u64);
@@ -76,9 +91,9 @@ impl Rng {
 /// One inserted row; `ts` in milliseconds since the epoch.
 #[derive(Debug, Clone, Copy)]
 struct Event {
-    k: i64,
+    k: Option<i64>,
     v: Option<i64>,
-    ts: i64,
+    ts: Option<i64>,
 }
 
 /// Event times mostly increase but a quarter jump back up to 30 s, so with a
@@ -87,7 +102,8 @@ struct Event {
 /// so that the watermark after them (10 s earlier) is often exactly a
 /// window's end, as it must sometimes be when a check runs. v has a small
 /// range so COUNT DISTINCT sees duplicates, and is sometimes NULL (COUNT(v)
-/// vs COUNT(*)).
+/// vs COUNT(*)). A few keys are NULL (a group of their own) and a few times
+/// NULL (in no window, never late, not moving the watermark).
 fn generate(rng: &mut Rng) -> Vec<Event> {
     let count = rng.range(200, 401);
     let mut clock = BASE_MS + rng.range(0, 60_000);
@@ -103,11 +119,9 @@ fn generate(rng: &mut Rng) -> Vec<Event> {
                 ts -= ts.rem_euclid(unit);
             }
             let v = (!rng.chance(10)).then(|| rng.range(-20, 100));
-            Event {
-                k: rng.range(0, 5),
-                v,
-                ts,
-            }
+            let k = (!rng.chance(3)).then(|| rng.range(0, 5));
+            let ts = (!rng.chance(2)).then_some(ts);
+            Event { k, v, ts }
         })
         .collect()
 }
@@ -131,11 +145,16 @@ fn timestamp(ms: i64) -> String {
 }
 
 fn insert_sql(table: &str, batch: &[Event]) -> String {
+    let null = || "NULL".to_string();
     let values: Vec<String> = batch
         .iter()
         .map(|event| {
-            let v = event.v.map_or("NULL".to_string(), |v| v.to_string());
-            format!("({}, {v}, '{}')", event.k, timestamp(event.ts))
+            let k = event.k.map_or_else(null, |k| k.to_string());
+            let v = event.v.map_or_else(null, |v| v.to_string());
+            let ts = event
+                .ts
+                .map_or_else(null, |ts| format!("'{}'", timestamp(ts)));
+            format!("({k}, {v}, {ts})")
         })
         .collect();
     format!("INSERT INTO {table} VALUES {}", values.join(", "))
@@ -213,14 +232,15 @@ enum Emit {
     OnWindowClose,
 }
 
-/// The watermark each row is judged against: none before the first row.
+/// The watermark each row is judged against: none before the first row
+/// with a time.
 fn watermarks_before(events: &[Event]) -> Vec<Option<i64>> {
     let mut max_ts: Option<i64> = None;
     events
         .iter()
         .map(|event| {
             let before = max_ts.map(|max| max - DELAY_MS);
-            max_ts = Some(max_ts.map_or(event.ts, |max| max.max(event.ts)));
+            max_ts = max_ts.max(event.ts);
             before
         })
         .collect()
@@ -229,7 +249,7 @@ fn watermarks_before(events: &[Event]) -> Vec<Option<i64>> {
 fn final_watermark(events: &[Event]) -> Option<i64> {
     events
         .iter()
-        .map(|event| event.ts)
+        .filter_map(|event| event.ts)
         .max()
         .map(|max| max - DELAY_MS)
 }
@@ -268,18 +288,22 @@ struct Missed {
     watermark: i64,
 }
 
-/// Per (window start, window end, k), the aggregates over the rows on time
-/// for that window; and every (row, window) pair dropped as late.
+/// A window's group: (window start, window end, k).
+type WindowKey = (i64, i64, Option<i64>);
+
+/// Per window and k, the aggregates over the rows on time for that window;
+/// and every (row, window) pair dropped as late.
 struct Windowed {
-    groups: BTreeMap<(i64, i64, i64), Agg>,
+    groups: BTreeMap<WindowKey, Agg>,
     missed: Vec<Missed>,
 }
 
 fn windowed_groups(events: &[Event], windows: Windows, emit: Emit, lateness: i64) -> Windowed {
-    let mut groups: BTreeMap<(i64, i64, i64), Agg> = BTreeMap::new();
+    let mut groups: BTreeMap<WindowKey, Agg> = BTreeMap::new();
     let mut missed = Vec::new();
     for (event, watermark) in events.iter().zip(watermarks_before(events)) {
-        for (start, end) in windows.of(event.ts) {
+        let Some(ts) = event.ts else { continue };
+        for (start, end) in windows.of(ts) {
             match watermark {
                 Some(watermark) if watermark >= end + lateness => missed.push(Missed {
                     event: *event,
@@ -302,6 +326,106 @@ fn windowed_groups(events: &[Event], windows: Windows, emit: Emit, lateness: i64
     Windowed { groups, missed }
 }
 
+/// One key's SESSION window: `[start, end)`, `end` being its last row's
+/// time plus the gap, and the values of its rows.
+struct Session {
+    start: i64,
+    end: i64,
+    values: Vec<Option<i64>>,
+}
+
+impl Session {
+    /// Whether a row at `ts`, opening `[ts, ts + gap)`, overlaps or touches
+    /// this session (a row exactly a gap after the last one joins).
+    fn touches(&self, ts: i64, gap: i64) -> bool {
+        self.start <= ts + gap && self.end >= ts
+    }
+
+    /// Whether the session is complete for good: it takes no more rows.
+    fn is_final(&self, watermark: i64, lateness: i64) -> bool {
+        watermark >= self.end + lateness
+    }
+}
+
+/// Every key's sessions, and every row dropped as late.
+#[derive(Default)]
+struct Sessionized {
+    by_key: BTreeMap<Option<i64>, Vec<Session>>,
+    missed: Vec<Missed>,
+}
+
+/// Builds SESSION windows row by row in arrival order. Final sessions are
+/// kept, never reopened: a row touching one is late. (The server forgets
+/// them a gap later, when only rows late by their own window could touch
+/// them.)
+fn sessionize(events: &[Event], gap: i64, lateness: i64) -> Sessionized {
+    let mut result = Sessionized::default();
+    for (event, watermark) in events.iter().zip(watermarks_before(events)) {
+        let Some(ts) = event.ts else { continue };
+        let sessions = result.by_key.entry(event.k).or_default();
+        match watermark {
+            Some(watermark) if session_row_late(sessions, ts, gap, watermark, lateness) => {
+                result.missed.push(Missed {
+                    event: *event,
+                    start: ts,
+                    end: ts + gap,
+                    watermark,
+                })
+            }
+            _ => merge_row(sessions, ts, gap, event.v),
+        }
+    }
+    result
+}
+
+/// A row is late when its own window `[ts, ts + gap)` is final, or when it
+/// touches a final session of its key.
+fn session_row_late(
+    sessions: &[Session],
+    ts: i64,
+    gap: i64,
+    watermark: i64,
+    lateness: i64,
+) -> bool {
+    watermark >= ts + gap + lateness
+        || sessions
+            .iter()
+            .any(|s| s.touches(ts, gap) && s.is_final(watermark, lateness))
+}
+
+/// Replaces the sessions a row touches by one session over their rows and
+/// the row's own.
+fn merge_row(sessions: &mut Vec<Session>, ts: i64, gap: i64, v: Option<i64>) {
+    let (touching, rest): (Vec<Session>, Vec<Session>) = std::mem::take(sessions)
+        .into_iter()
+        .partition(|s| s.touches(ts, gap));
+    let mut merged = Session {
+        start: ts,
+        end: ts + gap,
+        values: vec![v],
+    };
+    for session in touching {
+        merged.start = merged.start.min(session.start);
+        merged.end = merged.end.max(session.end);
+        merged.values.extend(session.values);
+    }
+    *sessions = rest;
+    sessions.push(merged);
+}
+
+/// SESSION views: k, window_start, window_end, n, s.
+fn session_row(k: Option<i64>, session: &Session) -> Cells {
+    let mut agg = Agg::default();
+    session.values.iter().for_each(|v| agg.add(*v));
+    vec![
+        k,
+        Some(session.start),
+        Some(session.end),
+        Some(agg.rows),
+        agg.sum,
+    ]
+}
+
 /// What one view must contain: its rows (sorted), its late row count and,
 /// for `late_data = 'side_output'`, the rows of `<view>_late` (sorted).
 struct Expected {
@@ -311,16 +435,16 @@ struct Expected {
 }
 
 /// TUMBLE and CUMULATE views: window_start, window_end, k, n, s, lo, hi, d, c.
-fn full_row(&(start, end, k): &(i64, i64, i64), agg: &Agg) -> Cells {
+fn full_row(&(start, end, k): &WindowKey, agg: &Agg) -> Cells {
     let d = agg.distinct.len() as i64;
-    let head = [start, end, k, agg.rows].map(Some);
+    let head = [Some(start), Some(end), k, Some(agg.rows)];
     let tail = [agg.sum, agg.min, agg.max, Some(d), Some(agg.non_null)];
     head.into_iter().chain(tail).collect()
 }
 
 /// HOP views: window_start, k, n, s.
-fn hop_row(&(start, _, k): &(i64, i64, i64), agg: &Agg) -> Cells {
-    vec![Some(start), Some(k), Some(agg.rows), agg.sum]
+fn hop_row(&(start, _, k): &WindowKey, agg: &Agg) -> Cells {
+    vec![Some(start), k, Some(agg.rows), agg.sum]
 }
 
 /// `<view>_late`: the table's columns k, v, ts, then window_start,
@@ -331,9 +455,9 @@ fn side_output_rows(missed: &[Missed]) -> Vec<Cells> {
         .map(|m| {
             let e = m.event;
             vec![
-                Some(e.k),
+                e.k,
                 e.v,
-                Some(e.ts),
+                e.ts,
                 Some(m.start),
                 Some(m.end),
                 Some(m.watermark),
@@ -349,7 +473,7 @@ fn expect_windowed(
     windows: Windows,
     emit: Emit,
     late_data: LateData,
-    row: fn(&(i64, i64, i64), &Agg) -> Cells,
+    row: fn(&WindowKey, &Agg) -> Cells,
 ) -> Expected {
     let windowed = windowed_groups(events, windows, emit, late_data.allowed_lateness());
     let side_output =
@@ -365,15 +489,40 @@ fn expect_windowed(
     }
 }
 
+/// SESSION views show every session, complete or not; under EMIT ON WINDOW
+/// CLOSE only those ending at or before the final watermark (with every row
+/// the allowed lateness let in; a correction that moves a session's end
+/// past the watermark hides it again).
+fn expect_session(events: &[Event], emit: Emit, late_data: LateData, gap: i64) -> Expected {
+    let sessionized = sessionize(events, gap, late_data.allowed_lateness());
+    let closed_until = final_watermark(events);
+    let shown = |session: &&Session| {
+        emit == Emit::OnUpdate || closed_until.is_some_and(|w| session.end <= w)
+    };
+    let mut rows: Vec<Cells> = sessionized
+        .by_key
+        .iter()
+        .flat_map(|(k, sessions)| sessions.iter().filter(shown).map(|s| session_row(*k, s)))
+        .collect();
+    rows.sort();
+    let side_output =
+        (late_data == LateData::SideOutput).then(|| side_output_rows(&sessionized.missed));
+    Expected {
+        rows,
+        late: sessionized.missed.len() as u64,
+        side_output,
+    }
+}
+
 /// The unwindowed view: k, n, s, c over every row (nothing is late).
 fn expect_by_key(events: &[Event]) -> Expected {
-    let mut groups: BTreeMap<i64, Agg> = BTreeMap::new();
+    let mut groups: BTreeMap<Option<i64>, Agg> = BTreeMap::new();
     for event in events {
         groups.entry(event.k).or_default().add(event.v);
     }
     let rows = groups
         .iter()
-        .map(|(k, agg)| vec![Some(*k), Some(agg.rows), agg.sum, Some(agg.non_null)])
+        .map(|(k, agg)| vec![*k, Some(agg.rows), agg.sum, Some(agg.non_null)])
         .collect();
     Expected {
         rows,
@@ -389,12 +538,25 @@ enum ViewKind {
     Hop(Emit),
     Cumulate(Emit),
     ByKey,
+    /// `gap` in milliseconds (whole seconds).
+    Session {
+        emit: Emit,
+        late_data: LateData,
+        gap: i64,
+    },
 }
 
-/// One view of every kind; the seed picks the allowed lateness.
-fn view_kinds(seed: u64) -> [ViewKind; 10] {
+/// One view of every kind; the seed picks the allowed lateness and the
+/// SESSION gap.
+fn view_kinds(seed: u64) -> [ViewKind; 15] {
     let lateness = ALLOWED_LATENESS_MS[seed as usize % ALLOWED_LATENESS_MS.len()];
     let update = LateData::Update(lateness);
+    let gap = SESSION_GAPS_MS[seed as usize % SESSION_GAPS_MS.len()];
+    let session = |emit, late_data| ViewKind::Session {
+        emit,
+        late_data,
+        gap,
+    };
     [
         ViewKind::Tumble(Emit::OnUpdate, LateData::Drop),
         ViewKind::Tumble(Emit::OnWindowClose, LateData::Drop),
@@ -406,6 +568,11 @@ fn view_kinds(seed: u64) -> [ViewKind; 10] {
         ViewKind::Tumble(Emit::OnUpdate, update),
         ViewKind::Tumble(Emit::OnWindowClose, update),
         ViewKind::Tumble(Emit::OnUpdate, LateData::SideOutput),
+        session(Emit::OnUpdate, LateData::Drop),
+        session(Emit::OnWindowClose, LateData::Drop),
+        session(Emit::OnWindowClose, update),
+        session(Emit::OnUpdate, update),
+        session(Emit::OnUpdate, LateData::SideOutput),
     ]
 }
 
@@ -440,6 +607,17 @@ fn sliding_source(function: &str, table: &str, flink: bool) -> String {
     }
 }
 
+/// A SESSION source keyed by k (through GROUP BY; Flink's PARTITION BY is
+/// accepted and ignored), in the Flink spelling when `flink`.
+fn session_source(table: &str, gap: i64, flink: bool) -> String {
+    let gap = format!("INTERVAL '{}' SECOND", gap / 1_000);
+    if flink {
+        format!("TABLE(SESSION(TABLE {table} PARTITION BY k, DESCRIPTOR(ts), {gap}))")
+    } else {
+        format!("SESSION({table}, ts, {gap})")
+    }
+}
+
 /// The aggregates of TUMBLE and CUMULATE views, grouped by both window
 /// columns (CUMULATE windows share starts, so it needs window_end).
 fn full_select(source: &str, emit: Emit) -> String {
@@ -452,7 +630,8 @@ fn full_select(source: &str, emit: Emit) -> String {
 }
 
 /// The CREATE statement for a view; `flink` picks the Flink spelling for
-/// HOP and CUMULATE, and an explicit `late_data = 'drop'` for TUMBLE.
+/// HOP, CUMULATE and SESSION, and an explicit `late_data = 'drop'` for
+/// TUMBLE and SESSION.
 fn create_sql(name: &str, table: &str, kind: ViewKind, flink: bool) -> String {
     let (with, body) = match kind {
         ViewKind::Tumble(emit, late_data) => {
@@ -478,6 +657,19 @@ fn create_sql(name: &str, table: &str, kind: ViewKind, flink: bool) -> String {
             );
             (String::new(), body)
         }
+        ViewKind::Session {
+            emit,
+            late_data,
+            gap,
+        } => {
+            let body = format!(
+                "SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS s FROM {} \
+                 GROUP BY k, window_start, window_end{}",
+                session_source(table, gap, flink),
+                emit_clause(emit)
+            );
+            (with_clause(late_data, flink), body)
+        }
     };
     format!("CREATE MATERIALIZED VIEW {name}{with} AS {body}")
 }
@@ -498,6 +690,11 @@ fn expected(kind: ViewKind, events: &[Event]) -> Expected {
             full_row,
         ),
         ViewKind::ByKey => expect_by_key(events),
+        ViewKind::Session {
+            emit,
+            late_data,
+            gap,
+        } => expect_session(events, emit, late_data, gap),
     }
 }
 
