@@ -206,9 +206,32 @@ fn new_context() -> Result<SessionContext> {
             .clone()
             .with_aliases(["approx_count_distinct"]),
     );
+    context.register_udf(proctime_function());
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     Ok(context)
+}
+
+/// `PROCTIME()` in a query: the wall clock (UTC) when it runs, as Flink's
+/// PROCTIME() reads in a SELECT. In a window of a materialized view it names
+/// the input's PROCTIME() column instead (sql::windows).
+fn proctime_function() -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::arrow::datatypes::{DataType, TimeUnit};
+    use datafusion::common::ScalarValue;
+    use datafusion::logical_expr::{create_udf, ColumnarValue, Volatility};
+    create_udf(
+        "proctime",
+        vec![],
+        DataType::Timestamp(TimeUnit::Nanosecond, None),
+        Volatility::Volatile,
+        Arc::new(|_| {
+            let now = crate::catalog::table::unix_now_ns();
+            Ok(ColumnarValue::Scalar(ScalarValue::TimestampNanosecond(
+                Some(now),
+                None,
+            )))
+        }),
+    )
 }
 
 #[cfg(test)]

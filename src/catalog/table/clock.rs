@@ -129,6 +129,12 @@ impl TableLog {
         Ok(())
     }
 
+    /// The name of the PROCTIME() column, if the table has one.
+    pub fn proctime_column(&self) -> Option<String> {
+        self.proctime
+            .map(|column| self.schema.field(column).name().clone())
+    }
+
     /// Notes that rows arrived: the idle clock starts again.
     pub(super) fn rows_arrived(&self) {
         if let Some(clock) = &self.clock {

@@ -17,10 +17,32 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
+use crate::catalog::table::DurableTable;
 use crate::error::{sqlstate, WeirError};
 use crate::stream::operators::window::{WindowKind, WindowSpec};
 
 pub const WINDOW_FUNCTION_NAME: &str = "__weir_window";
+
+/// The time argument `PROCTIME()` stands for the input's PROCTIME() column.
+pub const PROCTIME_COLUMN: &str = "__weir_proctime";
+
+/// The name of `input`'s PROCTIME() column.
+fn proctime_column(input: &str, provider: &dyn TableProvider) -> Result<String> {
+    provider
+        .downcast_ref::<DurableTable>()
+        .and_then(|table| table.log().proctime_column())
+        .ok_or_else(|| {
+            external(
+                WeirError::new(
+                    sqlstate::UNDEFINED_COLUMN,
+                    format!("\"{input}\" has no PROCTIME() column to window on"),
+                )
+                .with_hint(format!(
+                    "Add a column stamped on arrival to {input}: `arrived AS PROCTIME()`."
+                )),
+            )
+        })
+}
 
 /// A window over relation `input` (a table, view or materialized view).
 #[derive(Debug, Clone)]
@@ -69,7 +91,7 @@ impl TableFunctionImpl for WindowFunction {
         let exprs = args.exprs();
         let function = text_argument(exprs, 0)?;
         let input = text_argument(exprs, 1)?;
-        let time_column = text_argument(exprs, 2)?;
+        let mut time_column = text_argument(exprs, 2)?;
         let spec = WindowSpec {
             kind: match function.as_str() {
                 "HOP" => WindowKind::Hop,
@@ -84,6 +106,9 @@ impl TableFunctionImpl for WindowFunction {
         // Schema providers answer at once; nothing here awaits I/O.
         let provider = futures::executor::block_on(self.schema.table(&input))?
             .ok_or_else(|| external(WeirError::undefined_table(&input)))?;
+        if time_column == PROCTIME_COLUMN {
+            time_column = proctime_column(&input, provider.as_ref())?;
+        }
         let input_schema = provider.schema();
         let field = input_schema.field_with_name(&time_column).map_err(|_| {
             external(

@@ -99,6 +99,13 @@ impl VisitorMut for WindowRewriter {
     }
 }
 
+/// `PROCTIME()` as a window's time argument.
+fn is_proctime(expr: &Expr) -> bool {
+    matches!(expr, Expr::Function(function)
+        if function.name.to_string().eq_ignore_ascii_case("proctime")
+            && matches!(&function.args, ast::FunctionArguments::List(list) if list.args.is_empty()))
+}
+
 /// The checked arguments of a window call.
 struct WindowArguments<'a> {
     arguments: Vec<&'a Expr>,
@@ -203,6 +210,10 @@ fn window_call(
     let time = match arguments[1] {
         Expr::Identifier(ident) => ident.clone(),
         Expr::CompoundIdentifier(parts) => parts.last().cloned().unwrap_or_else(|| Ident::new("")),
+        // The input's PROCTIME() column, found when the window is planned.
+        call if is_proctime(call) => {
+            Ident::new(crate::sql::streaming::window_function::PROCTIME_COLUMN)
+        }
         other => {
             return Err(WeirError::syntax(format!(
                 "{function}: the time column must be a column name, not {other}"
@@ -267,6 +278,8 @@ fn window_subquery(
     let (input, default_name) = window_input(arguments[0], function)?;
     let time = match arguments[1] {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => arguments[1].to_string(),
+        // In a query, processing time is the time the query runs.
+        call if is_proctime(call) => "proctime()".to_string(),
         other => {
             return Err(WeirError::syntax(format!(
                 "{function}: the time column must be a column name, not {other}"
