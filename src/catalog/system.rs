@@ -124,6 +124,8 @@ impl MaterializedViewsTable {
                     DataType::Timestamp(TimeUnit::Nanosecond, None),
                     true,
                 ),
+                Field::new("state_entries", DataType::Int64, false),
+                Field::new("state_bytes", DataType::Int64, false),
             ])),
         }
     }
@@ -138,10 +140,23 @@ impl MaterializedViewsTable {
         let mut counts = Vec::new();
         let mut late = Vec::new();
         let mut watermarks = Vec::new();
+        let (mut entries, mut bytes) = (Vec::new(), Vec::new());
         for definition in catalog.definitions() {
             let Some(result) = catalog.view_result(&definition.name) else {
                 continue;
             };
+            // The operators' state as of the last checkpoint.
+            let state = catalog
+                .store()
+                .scan_prefix(&crate::stream::checkpoint::view_prefix(definition.id))
+                .map_err(|error| DataFusionError::External(Box::new(error)))?;
+            entries.push(state.len() as i64);
+            bytes.push(
+                state
+                    .iter()
+                    .map(|(k, v)| (k.len() + v.len()) as i64)
+                    .sum::<i64>(),
+            );
             names.push(definition.name.clone());
             sources.push(definition.depends_on.join(", "));
             counts.push(result.row_count());
@@ -154,6 +169,8 @@ impl MaterializedViewsTable {
             Arc::new(Int64Array::from(counts)),
             Arc::new(Int64Array::from(late)),
             Arc::new(TimestampNanosecondArray::from(watermarks)),
+            Arc::new(Int64Array::from(entries)),
+            Arc::new(Int64Array::from(bytes)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }
