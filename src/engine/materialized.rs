@@ -195,6 +195,15 @@ impl Engine {
 
     pub fn drop_materialized_view(&self, name: &str, if_exists: bool) -> Result<CommandDone> {
         let tag = "DROP MATERIALIZED VIEW";
+        if let Some(view) = self.catalog.side_output_of(name) {
+            return Err(WeirError::new(
+                crate::error::sqlstate::WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is the late rows of materialized view {view}"),
+            )
+            .with_hint(format!(
+                "It goes with the view: DROP MATERIALIZED VIEW {view};"
+            )));
+        }
         match self.catalog.get(name) {
             None if if_exists => {
                 return Ok(CommandDone::new(tag).with_notice(Notice::info(&format!(
