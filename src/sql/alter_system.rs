@@ -4,10 +4,7 @@
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{Result, WeirError};
-
-fn is_word(token: &Token, keyword: &str) -> bool {
-    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
-}
+use crate::sql::tokens::is_word;
 
 /// `(name, value)` (None value: RESET) when the tokens are ALTER SYSTEM.
 pub fn parse(tokens: &[TokenWithSpan]) -> Result<Option<(String, Option<String>)>> {

@@ -4,9 +4,10 @@
 //! for the streaming planner.
 
 use datafusion::sql::sqlparser::ast;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 
 use crate::error::{Result, WeirError};
+use crate::sql::tokens::{is_word, significant};
 use crate::stream::EmitMode;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,19 +20,6 @@ pub struct MaterializedView {
     /// `WITH (late_data = ..., allowed_lateness = ...)`.
     pub late: crate::stream::LatePolicy,
     pub explain: bool,
-}
-
-fn is_word(token: &Token, keyword: &str) -> bool {
-    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
-}
-
-fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
-    tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
-        .map(|(index, _)| index)
-        .collect()
 }
 
 /// What `split` finds in a CREATE MATERIALIZED VIEW.

@@ -13,6 +13,7 @@ mod parser;
 mod stream_ddl;
 pub mod streaming;
 mod table_time;
+mod tokens;
 mod windows;
 
 pub use materialized::MaterializedView;

@@ -9,6 +9,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, WeirError};
+use crate::sql::tokens::is_word;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamOptions {
@@ -28,10 +29,6 @@ pub struct WatermarkClause {
     pub column: String,
     /// The subtracted delay as SQL (an interval expression); None is zero.
     pub delay_sql: Option<String>,
-}
-
-fn is_word(token: &Token, keyword: &str) -> bool {
-    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
 }
 
 fn significant(tokens: &[TokenWithSpan]) -> impl Iterator<Item = (usize, &Token)> {

@@ -6,19 +6,7 @@
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{sqlstate, Result, WeirError};
-
-fn is_word(token: &Token, keyword: &str) -> bool {
-    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
-}
-
-fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
-    tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
-        .map(|(index, _)| index)
-        .collect()
-}
+use crate::sql::tokens::{is_word, significant};
 
 /// Rewrites `name [type] AS PROCTIME()` to `name TIMESTAMP` (or the type
 /// given); returns the column's name.

@@ -123,13 +123,7 @@ impl Planner<'_> {
         let Some(window) = window else {
             return Ok(None);
         };
-        let position = |name: &Option<String>| {
-            let name = name.as_ref()?;
-            aggregate
-                .group_expr
-                .iter()
-                .position(|expr| matches!(expr, Expr::Column(column) if &column.name == name))
-        };
+        let position = |name: &Option<String>| group_position(aggregate, name);
         if window.spec.kind == WindowKind::Cumulate {
             // CUMULATE windows share their start: only the end names one.
             return match (position(&window.start), position(&window.end)) {
@@ -220,15 +214,18 @@ impl Planner<'_> {
     }
 }
 
+/// Where the window column `name` (if any) is among the GROUP BY columns.
+fn group_position(aggregate: &Aggregate, name: &Option<String>) -> Option<usize> {
+    let name = name.as_ref()?;
+    aggregate
+        .group_expr
+        .iter()
+        .position(|expr| matches!(expr, Expr::Column(column) if &column.name == name))
+}
+
 /// Where window_start and window_end are in a SESSION aggregate's GROUP BY.
 fn session_columns(aggregate: &Aggregate, window: &WindowColumns, gap_ns: i64) -> SessionColumns {
-    let position = |name: &Option<String>| {
-        let name = name.as_ref()?;
-        aggregate
-            .group_expr
-            .iter()
-            .position(|expr| matches!(expr, Expr::Column(column) if &column.name == name))
-    };
+    let position = |name: &Option<String>| group_position(aggregate, name);
     SessionColumns {
         start: position(&window.start),
         end: position(&window.end),

@@ -6,10 +6,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::WINDOW_FUNCTIONS;
 use crate::error::{Result, WeirError};
-
-fn is_word(token: &Token, keyword: &str) -> bool {
-    matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(keyword))
-}
+use crate::sql::tokens::is_word;
 
 fn is_window_function(token: &Token) -> bool {
     WINDOW_FUNCTIONS.iter().any(|name| is_word(token, name))
