@@ -84,8 +84,10 @@ pub struct SessionAggregateOperator {
     /// Row format of the key: the GROUP BY columns other than the bounds.
     converter: Option<RowConverter>,
     sessions: HashMap<Vec<u8>, Sessions>,
-    /// (end, key, start) of every session, to close them in end order.
-    by_end: BTreeSet<(i64, Vec<u8>, i64)>,
+    /// (end, key, start) of the sessions still taking rows, and of the
+    /// final ones (markers), so closing visits each session once.
+    open_ends: BTreeSet<SessionAt>,
+    marker_ends: BTreeSet<SessionAt>,
     watermark: Option<i64>,
     late: LateHandling,
     changed: HashSet<Vec<u8>>,
@@ -117,7 +119,8 @@ impl SessionAggregateOperator {
             schema,
             converter,
             sessions: HashMap::new(),
-            by_end: BTreeSet::new(),
+            open_ends: BTreeSet::new(),
+            marker_ends: BTreeSet::new(),
             watermark: None,
             late,
             changed: HashSet::new(),
@@ -206,7 +209,8 @@ impl SessionAggregateOperator {
                 continue;
             };
             if !unchanged {
-                self.by_end.remove(&(session.end, key.to_vec(), old_start));
+                self.open_ends
+                    .remove(&(session.end, key.to_vec(), old_start));
             }
             if session.emitted {
                 let accumulators = session
@@ -242,7 +246,7 @@ impl SessionAggregateOperator {
         session.pending.push(row);
         sessions.insert(start, session);
         if !unchanged {
-            self.by_end.insert((last, key.to_vec(), start));
+            self.open_ends.insert((last, key.to_vec(), start));
         }
         Ok(())
     }
@@ -286,18 +290,14 @@ impl SessionAggregateOperator {
     /// Under EMIT ON WINDOW CLOSE: the sessions complete at `watermark_ns`
     /// not shown yet.
     fn emit_complete(&mut self, watermark_ns: i64, emitted: &mut Emitted) -> Result<()> {
-        let complete: Vec<_> = self
-            .by_end
-            .range(..(watermark_ns.saturating_add(1), Vec::new(), i64::MIN))
-            .cloned()
-            .collect();
-        for (end, key, start) in complete {
-            let session = self.sessions.get_mut(&key).and_then(|s| s.get_mut(&start));
+        let bound = (watermark_ns.saturating_add(1), Vec::new(), i64::MIN);
+        for (end, key, start) in self.open_ends.range(..bound) {
+            let session = self.sessions.get_mut(key).and_then(|s| s.get_mut(start));
             let Some(session) = session else { continue };
             if let (Some(accumulators), false) = (&mut session.accumulators, session.emitted) {
-                emitted.push((key.clone(), start, end, evaluate(accumulators)?, 1));
+                emitted.push((key.clone(), *start, *end, evaluate(accumulators)?, 1));
                 session.emitted = true;
-                self.changed.insert(key);
+                self.changed.insert(key.clone());
             }
         }
         Ok(())
@@ -306,25 +306,22 @@ impl SessionAggregateOperator {
     /// Sessions ending at or before `horizon` become final markers; markers
     /// a gap older go.
     fn finalize(&mut self, horizon: i64) {
-        let done: Vec<_> = self
-            .by_end
-            .range(..(horizon.saturating_add(1), Vec::new(), i64::MIN))
-            .cloned()
-            .collect();
-        for (end, key, start) in done {
+        for (end, key, start) in take_before(&mut self.open_ends, horizon) {
+            let session = self.sessions.get_mut(&key).and_then(|s| s.get_mut(&start));
+            if let Some(session) = session {
+                session.accumulators = None;
+                self.marker_ends.insert((end, key.clone(), start));
+                self.changed.insert(key);
+            }
+        }
+        let forgotten = horizon.saturating_sub(self.columns.gap_ns);
+        for (_, key, start) in take_before(&mut self.marker_ends, forgotten) {
             let Some(sessions) = self.sessions.get_mut(&key) else {
                 continue;
             };
-            if end.saturating_add(self.columns.gap_ns) <= horizon {
-                sessions.remove(&start);
-                self.by_end.remove(&(end, key.clone(), start));
-                if sessions.is_empty() {
-                    self.sessions.remove(&key);
-                }
-            } else if let Some(session) = sessions.get_mut(&start) {
-                if session.accumulators.take().is_none() {
-                    continue;
-                }
+            sessions.remove(&start);
+            if sessions.is_empty() {
+                self.sessions.remove(&key);
             }
             self.changed.insert(key);
         }
@@ -360,6 +357,15 @@ impl SessionAggregateOperator {
         columns.extend(value_columns(&self.schema, self.groups.len(), &values)?);
         push_changes(&self.schema, columns, emitted.iter().map(|e| e.4), output)
     }
+}
+
+/// A session's place in an end-ordered index: (end, key, start).
+type SessionAt = (i64, Vec<u8>, i64);
+
+/// Takes the entries ending at or before `end` out of `index`.
+fn take_before(index: &mut BTreeSet<SessionAt>, end: i64) -> BTreeSet<SessionAt> {
+    let later = index.split_off(&(end.saturating_add(1), Vec::new(), i64::MIN));
+    std::mem::replace(index, later)
 }
 
 fn is_bound(columns: &SessionColumns, index: usize) -> bool {
@@ -464,7 +470,11 @@ impl Operator for SessionAggregateOperator {
             let key = name[b"session/".len()..].to_vec();
             let sessions = decode_sessions(&self.calls, value)?;
             for (start, session) in &sessions {
-                self.by_end.insert((session.end, key.clone(), *start));
+                let at = (session.end, key.clone(), *start);
+                match session.accumulators {
+                    Some(_) => self.open_ends.insert(at),
+                    None => self.marker_ends.insert(at),
+                };
             }
             self.sessions.insert(key, sessions);
         }
