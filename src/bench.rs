@@ -74,6 +74,9 @@ pub enum Scenario {
     Cumulate,
     /// A SESSION view per auction bucket (500 ms gap): sessions merge and close.
     Session,
+    /// A SESSION view per auction (10,000 keys, 5 s gap): ~1.6 events per
+    /// session, so as many result rows as sessions.
+    ManySessions,
     /// Both views, a bulk load, then the time `Engine::open` takes to be
     /// ready again, from a checkpoint and from the whole history.
     Recovery,
@@ -97,6 +100,7 @@ impl Scenario {
             Scenario::Hop => "hop",
             Scenario::Cumulate => "cumulate",
             Scenario::Session => "session",
+            Scenario::ManySessions => "many-sessions",
             Scenario::Recovery => "recovery",
         }
     }
@@ -108,6 +112,7 @@ impl Scenario {
             Scenario::Hop => &[Window::Hop],
             Scenario::Cumulate => &[Window::Cumulate],
             Scenario::Session => &[Window::Session],
+            Scenario::ManySessions => &[Window::SessionPerAuction],
             Scenario::Recovery => &[Window::Tumble, Window::Hop],
         }
     }
@@ -120,6 +125,7 @@ enum Window {
     Hop,
     Cumulate,
     Session,
+    SessionPerAuction,
 }
 
 impl Window {
@@ -129,6 +135,7 @@ impl Window {
             Window::Hop => "bench_hop",
             Window::Cumulate => "bench_cumulate",
             Window::Session => "bench_session",
+            Window::SessionPerAuction => "bench_sessions_per_auction",
         }
     }
 
@@ -154,6 +161,15 @@ impl Window {
                      window_end, COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top \
                      FROM SESSION(events, ts, INTERVAL '500' MILLISECOND) \
                      GROUP BY auction % 100, window_start, window_end EMIT ON WINDOW CLOSE",
+                    self.view_name()
+                )
+            }
+            Window::SessionPerAuction => {
+                return format!(
+                    "CREATE MATERIALIZED VIEW {} AS SELECT auction, window_start, window_end, \
+                     COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top \
+                     FROM SESSION(events, ts, INTERVAL '5' SECOND) \
+                     GROUP BY auction, window_start, window_end EMIT ON WINDOW CLOSE",
                     self.view_name()
                 )
             }

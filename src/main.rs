@@ -74,6 +74,7 @@ enum ScenarioChoice {
     Hop,
     Cumulate,
     Session,
+    ManySessions,
     Recovery,
 }
 
@@ -86,6 +87,7 @@ impl ScenarioChoice {
             ScenarioChoice::Hop => vec![Scenario::Hop],
             ScenarioChoice::Cumulate => vec![Scenario::Cumulate],
             ScenarioChoice::Session => vec![Scenario::Session],
+            ScenarioChoice::ManySessions => vec![Scenario::ManySessions],
             ScenarioChoice::Recovery => vec![Scenario::Recovery],
         }
     }
