@@ -224,6 +224,10 @@ async fn stream_definition(
         }),
         (None, None) => None,
     };
+    if let (Some(column), Some(definition)) = (&options.proctime, watermark.as_mut()) {
+        // A WATERMARK on the PROCTIME() column itself: still the wall clock.
+        definition.processing_time |= &definition.column == column;
+    }
     if let Some(column) = &options.proctime {
         let field = parts.schema.field_with_name(column)?;
         if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
