@@ -343,10 +343,14 @@ fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<Vec<i128>
             Some(length) if length > 0 => Ok(length),
             Some(_) => Err(WeirError::new(
                 crate::error::sqlstate::INVALID_PARAMETER_VALUE,
-                format!("{function}: window size {size} must be positive"),
+                format!(
+                    "{function}: {} {size} must be positive",
+                    length_name(function)
+                ),
             )),
             None => Err(WeirError::unsupported(format!(
-                "{function}: window size {size} must be a constant interval of fixed length"
+                "{function}: {} {size} must be a constant interval of fixed length",
+                length_name(function)
             ))
             .with_hint(format!(
                 "Use {usage} with intervals such as INTERVAL '5' MINUTE (not months or years)."
@@ -366,6 +370,15 @@ fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<Vec<i128>
         }
     }
     Ok(lengths)
+}
+
+/// What a window function's interval arguments are called in errors.
+fn length_name(function: &str) -> &'static str {
+    if function == "SESSION" {
+        "gap"
+    } else {
+        "window size"
+    }
 }
 
 /// The FROM text for the window's input and the alias the result gets by
