@@ -30,6 +30,7 @@ CREATE MATERIALIZED VIEW corrected WITH (late_data = 'update', allowed_lateness 
 CREATE MATERIALIZED VIEW kept WITH (late_data = 'side_output') AS
   SELECT window_start, window_end, COUNT(*) AS n
   FROM CUMULATE(clicks, at, INTERVAL '5' SECOND, INTERVAL '20' SECOND) GROUP BY window_start, window_end;
+CREATE MATERIALIZED VIEW late_pages AS SELECT page, COUNT(*) AS misses FROM kept_late GROUP BY page;
 ";
 
 const VIEWS: &[&str] = &[
@@ -41,6 +42,7 @@ const VIEWS: &[&str] = &[
     "corrected",
     "kept",
     "kept_late",
+    "late_pages",
 ];
 
 /// Rows with event times that wander backwards now and then (some late).
