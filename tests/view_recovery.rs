@@ -130,6 +130,18 @@ async fn views_survive_kill_9_and_continue_like_an_uninterrupted_run() {
     assert_eq!(snapshot(&client).await, expected_final);
 }
 
+/// SIGKILLs the server after `milliseconds`, from another task.
+fn kill_after(server: &TestServer, milliseconds: u64) -> tokio::task::JoinHandle<()> {
+    let pid = server.pid().unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(milliseconds)).await;
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+    })
+}
+
 /// A tiny deterministic generator for kill delays.
 struct Lcg(u64);
 
@@ -197,15 +209,7 @@ async fn random_kills_never_lose_or_double_count_rows() {
             return;
         }
         // Kill it at a random moment while statements are running.
-        let pid = server.pid().unwrap();
-        let delay = std::time::Duration::from_millis(20 + random.below(200));
-        let killer = tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status()
-                .unwrap();
-        });
+        let killer = kill_after(&server, 20 + random.below(200));
         for statement in &statements[next..] {
             if client.batch_execute(statement).await.is_err() {
                 break;
@@ -243,15 +247,7 @@ async fn kill_during_bulk_load_with_constant_checkpoints_restarts_cleanly() {
         let mut server = TestServer::start_with(&data_dir, &["--checkpoint-interval-ms", "1"]);
         let client = server.connect().await;
         assert_view_matches_table(&client).await;
-        let pid = server.pid().unwrap();
-        let delay = std::time::Duration::from_millis(30 + random.below(300));
-        let killer = tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status()
-                .unwrap();
-        });
+        let killer = kill_after(&server, 30 + random.below(300));
         loop {
             // One event time per statement, later each time: no row is late,
             // however DataFusion orders the statement's batches.

@@ -104,11 +104,7 @@ impl StreamNode {
                 node.calls,
                 node.emit,
                 node.schema,
-                LateHandling {
-                    policy: node.late,
-                    rows: late_rows.clone(),
-                    side_output: node.side_output,
-                },
+                late_handling(node.late, late_rows, node.side_output),
             )?),
             StreamNode::Aggregate(node) => Box::new(AggregateOperator::new(
                 node.groups,
@@ -116,11 +112,7 @@ impl StreamNode {
                 node.window,
                 node.emit,
                 node.schema,
-                LateHandling {
-                    policy: node.late,
-                    rows: late_rows.clone(),
-                    side_output: node.side_output,
-                },
+                late_handling(node.late, late_rows, node.side_output),
             )?),
         })
     }
@@ -177,6 +169,18 @@ impl StreamNode {
                 line
             }
         }
+    }
+}
+
+fn late_handling(
+    policy: LatePolicy,
+    rows: &LateRows,
+    side_output: Option<SideOutputShape>,
+) -> LateHandling {
+    LateHandling {
+        policy,
+        rows: rows.clone(),
+        side_output,
     }
 }
 
