@@ -55,3 +55,13 @@ pub fn run(operator: &mut dyn Operator, messages: Vec<Message>) -> Result<Output
     }
     Ok(output)
 }
+
+/// Moves an operator's watermark to `watermark_ns`; false (and no change)
+/// when it is not ahead of the current one, so the caller can ignore it.
+pub fn advance_watermark(current: &mut Option<i64>, watermark_ns: i64) -> bool {
+    if current.is_some_and(|current| current >= watermark_ns) {
+        return false;
+    }
+    *current = Some(watermark_ns);
+    true
+}

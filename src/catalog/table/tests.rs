@@ -23,12 +23,10 @@ fn batch(ids: &[i64], names: &[&str]) -> RecordBatch {
     .unwrap()
 }
 
-#[tokio::test]
-async fn appended_rows_are_reloaded_in_order() {
-    let directory = tempfile::tempdir().unwrap();
-    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-    let log = TableLog::open(
-        7,
+/// A plain table (no stream options) over `store`.
+fn plain(id: u64, store: &Arc<dyn StateStore>) -> TableLog {
+    TableLog::open(
+        id,
         "t",
         schema(),
         &Constraints::default(),
@@ -36,7 +34,14 @@ async fn appended_rows_are_reloaded_in_order() {
         store.clone(),
         None,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn appended_rows_are_reloaded_in_order() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let log = plain(7, &store);
     assert_eq!(
         log.append(vec![batch(&[1, 2], &["a", "b"])]).await.unwrap(),
         2
@@ -44,8 +49,7 @@ async fn appended_rows_are_reloaded_in_order() {
     assert_eq!(log.append(vec![batch(&[3], &["c"])]).await.unwrap(), 1);
     assert_eq!(log.append(vec![]).await.unwrap(), 0);
 
-    let reopened =
-        TableLog::open(7, "t", schema(), &Constraints::default(), None, store, None).unwrap();
+    let reopened = plain(7, &store);
     assert_eq!(reopened.row_count(), 3);
     let ids: Vec<i64> = reopened
         .snapshot()
@@ -72,27 +76,13 @@ async fn appended_rows_are_reloaded_in_order() {
 async fn large_writes_are_split_into_entries() {
     let directory = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-    let log = TableLog::open(
-        1,
-        "t",
-        schema(),
-        &Constraints::default(),
-        None,
-        store.clone(),
-        None,
-    )
-    .unwrap();
+    let log = plain(1, &store);
     let count = ROWS_PER_ENTRY + 10;
     let ids: Vec<i64> = (0..count as i64).collect();
     let names = vec!["x"; count];
     log.append(vec![batch(&ids, &names)]).await.unwrap();
     assert_eq!(store.scan_prefix(&rows_prefix(1)).unwrap().len(), 2);
-    assert_eq!(
-        TableLog::open(1, "t", schema(), &Constraints::default(), None, store, None)
-            .unwrap()
-            .row_count(),
-        count
-    );
+    assert_eq!(plain(1, &store).row_count(), count);
 }
 
 /// A stream of (ts) rows with `WATERMARK FOR ts` and an idle timeout.

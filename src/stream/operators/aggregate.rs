@@ -27,7 +27,7 @@ use super::window::{nanoseconds, WindowSpec};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{without_nulls, Chunk, Message};
-use crate::stream::operator::{Operator, Output};
+use crate::stream::operator::{advance_watermark, Operator, Output};
 use crate::stream::{EmitMode, LatePolicy, LateRows};
 
 /// One aggregate call and its optional FILTER (WHERE ...).
@@ -349,10 +349,9 @@ impl Operator for AggregateOperator {
 
     fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
         let previous = self.watermark;
-        if previous.is_some_and(|current| current >= watermark_ns) {
+        if !advance_watermark(&mut self.watermark, watermark_ns) {
             return Ok(());
         }
-        self.watermark = Some(watermark_ns);
         let Some(window) = self.window else {
             return Ok(());
         };

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::state::batch_codec::{decode_batches, encode_batch};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{Operator, Output};
+use crate::stream::operator::{advance_watermark, Operator, Output};
 use crate::stream::LateRows;
 
 pub struct EmitOnCloseOperator {
@@ -103,13 +103,9 @@ impl Operator for EmitOnCloseOperator {
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
-        if self
-            .watermark
-            .is_some_and(|current| current >= watermark_ns)
-        {
+        if !advance_watermark(&mut self.watermark, watermark_ns) {
             return Ok(());
         }
-        self.watermark = Some(watermark_ns);
         let Some(first) = self.pending.first() else {
             output.push(Message::Watermark(watermark_ns));
             return Ok(());

@@ -27,7 +27,7 @@ use super::window::{nanoseconds, timestamps};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{Operator, Output};
+use crate::stream::operator::{advance_watermark, Operator, Output};
 use crate::stream::EmitMode;
 
 /// Where the session's bounds are among the GROUP BY columns.
@@ -428,13 +428,9 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
-        if self
-            .watermark
-            .is_some_and(|current| current >= watermark_ns)
-        {
+        if !advance_watermark(&mut self.watermark, watermark_ns) {
             return Ok(());
         }
-        self.watermark = Some(watermark_ns);
         let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
         let mut emitted = Vec::new();
         if self.emit == EmitMode::OnWindowClose {
