@@ -731,7 +731,7 @@ async fn first_row(session: &Session, sql: &str) -> Result<Vec<Option<i64>>> {
 async fn append_all(log: &Arc<TableLog>, batches: Vec<RecordBatch>) -> Result<Duration> {
     let started = Instant::now();
     for batch in batches {
-        log.append(vec![batch]).await?;
+        log.append(vec![batch], None).await?;
     }
     Ok(started.elapsed())
 }

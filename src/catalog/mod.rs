@@ -97,6 +97,13 @@ pub struct Catalog {
     table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
     view_results: RwLock<HashMap<String, Arc<ViewResult>>>,
     observer: Option<Arc<dyn AppendObserver>>,
+    /// The next relation id. Ids are never reused, even after a DROP, and
+    /// are taken under this lock, so concurrent DDL never shares one.
+    next_id: std::sync::Mutex<u64>,
+}
+
+fn next_id_key() -> Vec<u8> {
+    key(&[b"catalog", b"next_id"])
 }
 
 fn definition_key(id: u64) -> Vec<u8> {
@@ -125,6 +132,14 @@ impl Catalog {
                 })?;
             definitions.insert(definition.name.clone(), definition);
         }
+        let stored_next_id = match store.get(&next_id_key())? {
+            Some(value) => decode_id(&value)?,
+            None => 1,
+        };
+        let next_id = definitions
+            .values()
+            .map(|d| d.id.max(d.side_output_id.unwrap_or(0)) + 1)
+            .fold(stored_next_id, u64::max);
         Ok(Catalog {
             store,
             schema,
@@ -132,6 +147,7 @@ impl Catalog {
             table_logs: RwLock::new(HashMap::new()),
             view_results: RwLock::new(HashMap::new()),
             observer,
+            next_id: std::sync::Mutex::new(next_id),
         })
     }
 
@@ -188,12 +204,16 @@ impl Catalog {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn next_id(&self) -> u64 {
-        self.read()
-            .values()
-            .map(|d| d.id.max(d.side_output_id.unwrap_or(0)) + 1)
-            .max()
-            .unwrap_or(1)
+    /// Takes `count` consecutive new relation ids, recorded durably first
+    /// so that no later relation (even after a restart) gets them.
+    fn allocate_ids(&self, count: u64) -> Result<u64> {
+        let mut next = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
+        let id = *next;
+        let mut batch = WriteBatch::new();
+        batch.put(next_id_key(), (id + count).to_be_bytes().to_vec());
+        self.store.commit(batch)?;
+        *next = id + count;
+        Ok(id)
     }
 
     /// The materialized view whose late rows `name` holds, if it is a
@@ -227,7 +247,7 @@ impl Catalog {
     ) -> Result<Arc<TableLog>> {
         self.check_name_free(name)?;
         let definition = RelationDefinition {
-            id: self.next_id(),
+            id: self.allocate_ids(1)?,
             name: name.to_string(),
             kind: RelationKind::Table,
             sql: sql.to_string(),
@@ -267,7 +287,7 @@ impl Catalog {
     pub fn create_view(&self, name: &str, sql: &str, plan: LogicalPlan) -> Result<()> {
         self.check_name_free(name)?;
         let definition = RelationDefinition {
-            id: self.next_id(),
+            id: self.allocate_ids(1)?,
             name: name.to_string(),
             kind: RelationKind::View,
             sql: sql.to_string(),
@@ -300,7 +320,7 @@ impl Catalog {
         if side_output.is_some() {
             self.check_name_free(&side_output_name(name))?;
         }
-        let id = self.next_id();
+        let id = self.allocate_ids(if side_output.is_some() { 2 } else { 1 })?;
         let definition = RelationDefinition {
             id,
             name: name.to_string(),
@@ -498,6 +518,16 @@ impl Catalog {
         self.schema.register_table(name.to_string(), provider)?;
         Ok(())
     }
+}
+
+fn decode_id(value: &[u8]) -> Result<u64> {
+    let bytes: [u8; 8] = value.try_into().map_err(|_| {
+        WeirError::new(
+            sqlstate::DATA_CORRUPTED,
+            "the catalog's next relation id is malformed",
+        )
+    })?;
+    Ok(u64::from_be_bytes(bytes))
 }
 
 /// A materialized view's rows and, if it keeps them, its late rows.

@@ -4,6 +4,7 @@
 //! format (order-preserving, so `SELECT * FROM v` comes back sorted); the
 //! state envelope's format version pins that encoding (docs/decisions.md).
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::AtomicU64;
@@ -28,6 +29,9 @@ pub struct ViewResult {
     schema: SchemaRef,
     converter: RowConverter,
     rows: RwLock<BTreeMap<Vec<u8>, i64>>,
+    /// Changes applied but not yet committed (row -> count change); queries
+    /// see them once `publish` is called after the commit.
+    staged: Mutex<BTreeMap<Vec<u8>, i64>>,
     /// The rows as one batch, rebuilt on the first query after a change.
     snapshot: Mutex<Option<RecordBatch>>,
     /// The view's output watermark, when its rows are final (EMIT ON
@@ -77,6 +81,7 @@ impl ViewResult {
             schema,
             converter,
             rows: RwLock::new(rows),
+            staged: Mutex::new(BTreeMap::new()),
             snapshot: Mutex::new(None),
             watermark: Mutex::new(None),
             late_rows: Arc::new(AtomicU64::new(0)),
@@ -87,31 +92,64 @@ impl ViewResult {
         self.schema.clone()
     }
 
-    /// Applies a chunk of changes; returns the writes that make them durable.
+    /// Stages a chunk of changes; returns the writes that make them durable.
+    /// Queries see them after `publish`, once those writes are committed.
     pub fn apply(&self, chunk: &Chunk) -> Result<WriteBatch> {
         let encoded = self.converter.convert_columns(chunk.rows.columns())?;
         let prefix = view_rows_prefix(self.id);
-        let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
+        let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
         let mut touched = BTreeMap::new();
         for row in 0..chunk.num_rows() {
             let bytes = encoded.row(row).data();
-            let count = rows.entry(bytes.to_vec()).or_insert(0);
-            *count += chunk.diff(row);
-            touched.insert(bytes.to_vec(), *count);
+            let change = staged.entry(bytes.to_vec()).or_insert(0);
+            *change += chunk.diff(row);
+            let count = rows.get(bytes).copied().unwrap_or(0) + *change;
+            touched.insert(bytes.to_vec(), count);
         }
         let mut writes = WriteBatch::new();
         for (bytes, count) in touched {
             let mut stored_key = prefix.clone();
             stored_key.extend_from_slice(&bytes);
             if count == 0 {
-                rows.remove(&bytes);
                 writes.delete(stored_key);
             } else {
                 writes.put(stored_key, count.to_be_bytes().to_vec());
             }
         }
-        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = None;
         Ok(writes)
+    }
+
+    /// The staged changes are committed: queries see them from now on.
+    pub fn publish(&self) {
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if staged.is_empty() {
+            return;
+        }
+        let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
+        for (bytes, change) in std::mem::take(&mut *staged) {
+            match rows.entry(bytes) {
+                Entry::Occupied(mut count) => {
+                    *count.get_mut() += change;
+                    if *count.get() == 0 {
+                        count.remove();
+                    }
+                }
+                Entry::Vacant(slot) if change != 0 => {
+                    slot.insert(change);
+                }
+                Entry::Vacant(_) => {}
+            }
+        }
+        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The staged changes were not committed: forget them.
+    pub fn discard(&self) {
+        self.staged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     pub fn set_watermark(&self, watermark_ns: i64) {
@@ -223,13 +261,14 @@ mod tests {
         store
             .commit(result.apply(&chunk(&["b", "a"], &[1, 1], &[1, 1])).unwrap())
             .unwrap();
-        store
-            .commit(
-                result
-                    .apply(&chunk(&["a", "a"], &[1, 2], &[-1, 1]))
-                    .unwrap(),
-            )
+        result.publish();
+        let writes = result
+            .apply(&chunk(&["a", "a"], &[1, 2], &[-1, 1]))
             .unwrap();
+        assert_eq!(result.row_count(), 2, "staged changes are not visible yet");
+        store.commit(writes).unwrap();
+        result.publish();
+        assert_eq!(result.snapshot().unwrap().num_rows(), 2);
         let reopened = ViewResult::open(3, schema, &store).unwrap();
         let batch = reopened.snapshot().unwrap();
         let names: Vec<_> = batch

@@ -66,6 +66,7 @@ impl Engine {
             .store()
             .commit(batch)
             .inspect_err(|_| flow.mark_broken())?;
+        flow.publish();
         drop(flow);
         self.record_checkpoint(CheckpointStats {
             epoch: record.epoch,

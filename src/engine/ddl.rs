@@ -151,7 +151,7 @@ impl Engine {
         let physical = state.create_physical_plan(&create.input).await?;
         let batches = collect(physical, state.task_ctx()).await?;
         let log = self.catalog.create_table(&name, &stored_sql, parts, None)?;
-        let rows = log.append(batches).await?;
+        let rows = log.append(batches, None).await?;
         Ok(CommandDone::new("SELECT").with_rows(rows))
     }
 

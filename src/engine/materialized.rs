@@ -12,14 +12,15 @@ use datafusion::sql::parser::Statement as DataFusionStatement;
 use datafusion::sql::sqlparser::ast;
 
 use super::{CommandDone, Engine, Notice};
+use crate::catalog::table::CommitGate;
 use crate::catalog::view_result::ViewResult;
-use crate::catalog::{side_output_name, RelationDefinition, RelationKind, ViewResults};
+use crate::catalog::{side_output_name, Catalog, RelationDefinition, RelationKind, ViewResults};
 use crate::error::{Result, WeirError};
 use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
-use crate::stream::dataflow::ViewPipeline;
+use crate::stream::dataflow::{Dataflow, ViewPipeline};
 use crate::stream::pipeline::LateSink;
 use crate::stream::{Chunk, LateRows, Message};
 
@@ -66,11 +67,15 @@ impl Sources for EngineSources<'_> {
     }
 }
 
+fn lock_streams(streams: &ViewStreams) -> std::sync::MutexGuard<'_, HashMap<String, StreamInfo>> {
+    streams
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 impl Engine {
     fn view_streams(&self) -> std::sync::MutexGuard<'_, HashMap<String, StreamInfo>> {
-        self.view_streams
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock_streams(&self.view_streams)
     }
 
     /// Plans the view's query as a stream; returns its name and plan.
@@ -112,10 +117,14 @@ impl Engine {
         Ok(plan.explain(&name))
     }
 
+    /// Creates the view, backfilled from its input's history. With a
+    /// `gate`, a cancel before the view commits stops it (nothing is
+    /// created); the backfill runs on even if the statement goes away.
     pub async fn create_materialized_view(
         &self,
         state: &SessionState,
         view: &MaterializedView,
+        gate: Option<Arc<CommitGate>>,
     ) -> Result<CommandDone> {
         if let ast::Statement::CreateView(create) = &view.statement {
             let name = view_name(&create.name)?;
@@ -145,51 +154,28 @@ impl Engine {
             Some(log) => Some(log.pause_writes().await),
             None => None,
         };
-        let table_history = table.as_ref().map(|log| log.history()).transpose()?;
-        let table_rows = table.as_ref().map(|log| log.row_count() as u64);
+        let new_view = NewView {
+            name: name.clone(),
+            definition,
+            results,
+            pipeline,
+            table_history: table.as_ref().map(|log| log.history()).transpose()?,
+            table_rows: table.as_ref().map(|log| log.row_count() as u64),
+            input,
+        };
         let dataflow = self.dataflow.clone();
         let catalog = self.catalog.clone();
-        let view_name = name.clone();
+        let view_streams = self.view_streams.clone();
+        // Completes even if the statement goes away: the view is then fully
+        // there (its commit had started) or not at all.
         tokio::task::spawn_blocking(move || {
-            let mut flow = dataflow.lock();
-            if flow.is_broken() {
-                return Err(WeirError::new(
-                    "40001",
-                    "materialized views are being rebuilt after a failed write",
-                )
-                .with_hint("Retry the statement."));
-            }
-            let history = match table_history {
-                Some(history) => history,
-                None => view_history(catalog.view_result(&input))?,
-            };
-            flow.add_view(pipeline);
-            let view_id = definition.id;
-            let backfilled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                flow.push_to(Some(&view_name), &input, history)
-            }))
-            .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));
-            // The view's state goes into a checkpoint committed with it, so a
-            // restart never has a view without state.
-            let outcome = backfilled
-                .and_then(|mut writes| {
-                    if let Some(rows) = table_rows {
-                        flow.set_offset(&input, rows);
-                    }
-                    writes.delete_prefix(view_prefix(view_id));
-                    Engine::checkpoint_into(&mut flow, &mut writes)?;
-                    Ok(writes)
-                })
-                .and_then(|writes| catalog.commit_materialized_view(definition, results, writes));
-            if outcome.is_err() {
-                flow.remove_failed_view(&view_name);
-            }
-            outcome
+            backfill_and_commit(&mut dataflow.lock(), &catalog, new_view, gate)?;
+            lock_streams(&view_streams).insert(name, output);
+            Ok::<(), WeirError>(())
         })
         .await
         .map_err(|error| WeirError::internal(format!("backfill task failed: {error}")))??;
         drop(paused);
-        self.view_streams().insert(name, output);
         Ok(CommandDone::new("CREATE MATERIALIZED VIEW"))
     }
 
@@ -281,6 +267,77 @@ impl Engine {
         // Back to the stored rows; state from the last checkpoint.
         self.recover_views()
     }
+}
+
+/// A view being created: its definition, pipeline and what it backfills.
+struct NewView {
+    name: String,
+    definition: RelationDefinition,
+    results: ViewResults,
+    pipeline: ViewPipeline,
+    input: String,
+    /// The input table's history (None when the input is a view).
+    table_history: Option<Vec<Message>>,
+    table_rows: Option<u64>,
+}
+
+/// Runs the view's backfill and commits the view with a checkpoint, so a
+/// restart never has a view without state. With a `gate`, a cancel before
+/// the commit starts leaves nothing behind.
+fn backfill_and_commit(
+    flow: &mut Dataflow,
+    catalog: &Catalog,
+    view: NewView,
+    gate: Option<Arc<CommitGate>>,
+) -> Result<()> {
+    if flow.is_broken() {
+        return Err(WeirError::new(
+            "40001",
+            "materialized views are being rebuilt after a failed write",
+        )
+        .with_hint("Retry the statement."));
+    }
+    let history = match view.table_history {
+        Some(history) => history,
+        None => view_history(catalog.view_result(&view.input))?,
+    };
+    flow.add_view(view.pipeline);
+    let backfilled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        flow.push_to(Some(&view.name), &view.input, history)
+    }))
+    .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));
+    // The cancel point: past it the view commits (or the store fails).
+    let started = backfilled.and_then(|writes| match &gate {
+        Some(gate) => gate.begin_commit().map(|()| writes),
+        None => Ok(writes),
+    });
+    let mut writes = match started {
+        Ok(writes) => writes,
+        Err(error) => {
+            flow.discard();
+            flow.remove_failed_view(&view.name);
+            return Err(error);
+        }
+    };
+    if let Some(rows) = view.table_rows {
+        flow.set_offset(&view.input, rows);
+    }
+    writes.delete_prefix(view_prefix(view.definition.id));
+    let outcome = Engine::checkpoint_into(flow, &mut writes)
+        .and_then(|()| catalog.commit_materialized_view(view.definition, view.results, writes));
+    if let Some(gate) = &gate {
+        gate.end_commit();
+    }
+    match &outcome {
+        Ok(()) => flow.publish(),
+        Err(_) => {
+            // The checkpoint moved every view's state past the store.
+            flow.discard();
+            flow.remove_view(&view.name);
+            flow.mark_broken();
+        }
+    }
+    outcome
 }
 
 fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Result<ViewPipeline> {

@@ -38,9 +38,13 @@ pub struct Engine {
     catalog: Arc<Catalog>,
     data_directory: PathBuf,
     dataflow: SharedDataflow,
-    view_streams: materialized::ViewStreams,
+    view_streams: Arc<materialized::ViewStreams>,
     checkpoints: Arc<checkpoint::CheckpointHistory>,
     system_settings: system_settings::SystemSettings,
+    /// Held by every statement that changes the catalog (CREATE, DROP), so
+    /// concurrent DDL runs one statement at a time: a new view's backfill
+    /// never races a DROP of what it reads or a CREATE of the same name.
+    catalog_changes: tokio::sync::Mutex<()>,
 }
 
 impl Engine {
@@ -75,10 +79,17 @@ impl Engine {
             view_streams: Default::default(),
             checkpoints,
             system_settings: Default::default(),
+            catalog_changes: tokio::sync::Mutex::new(()),
         };
         engine.load_system_settings()?;
         engine.recover().await?;
         Ok(Arc::new(engine))
+    }
+
+    /// Waits for other catalog changes to finish; hold the guard for the
+    /// whole DDL statement.
+    pub async fn lock_catalog(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.catalog_changes.lock().await
     }
 
     pub fn catalog(&self) -> &Catalog {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
-use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -27,6 +27,7 @@ use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
+use super::cancel::{CancelRequests, CommitGates};
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
 use crate::engine::{CommandDone, Engine};
 use crate::error::{sqlstate, WeirError};
@@ -37,12 +38,17 @@ use crate::session::{CopyIn, Outcome, Prepared, Session};
 pub struct ConnectionHandlers {
     handler: Arc<SessionHandler>,
     startup: Arc<Startup>,
-    cancel: Arc<DefaultCancelHandler>,
+    cancel: Arc<CancelRequests>,
 }
 
 impl ConnectionHandlers {
-    pub fn new(engine: Arc<Engine>, connections: Arc<ConnectionManager>) -> Self {
+    pub fn new(
+        engine: Arc<Engine>,
+        connections: Arc<ConnectionManager>,
+        gates: Arc<CommitGates>,
+    ) -> Self {
         let session = Arc::new(Session::new(engine));
+        let gate = session.commit_gate();
         ConnectionHandlers {
             handler: Arc::new(SessionHandler {
                 parser: Arc::new(StatementParser {
@@ -53,8 +59,10 @@ impl ConnectionHandlers {
             }),
             startup: Arc::new(Startup {
                 connections: connections.clone(),
+                gates: gates.clone(),
+                gate,
             }),
-            cancel: Arc::new(DefaultCancelHandler::new(connections)),
+            cancel: Arc::new(CancelRequests { connections, gates }),
         }
     }
 }
@@ -84,11 +92,29 @@ impl PgWireServerHandlers for ConnectionHandlers {
 /// Trust authentication (loopback by default); registers for cancel.
 pub struct Startup {
     connections: Arc<ConnectionManager>,
+    gates: Arc<CommitGates>,
+    gate: Arc<crate::catalog::table::CommitGate>,
 }
 
+#[async_trait]
 impl NoopStartupHandler for Startup {
     fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
         Some(self.connections.clone())
+    }
+
+    async fn post_startup<C>(
+        &self,
+        client: &mut C,
+        _message: pgwire::messages::PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let (pid, secret_key) = client.pid_and_secret_key();
+        self.gates.register(pid, &secret_key, &self.gate);
+        Ok(())
     }
 }
 
@@ -194,6 +220,7 @@ impl SimpleQueryHandler for SessionHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.session.commit_gate().start_statement();
         let statements = match self.session.parse(query) {
             Ok(statements) => statements,
             Err(error) => return Ok(vec![Response::Error(Box::new(error_info(&error)))]),
@@ -245,6 +272,7 @@ impl ExtendedQueryHandler for SessionHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.session.commit_gate().start_statement();
         let prepared = &portal.statement.statement;
         let inferred: Vec<_> = prepared
             .parameter_types

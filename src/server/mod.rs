@@ -35,11 +35,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let connections = Arc::new(ConnectionManager::new());
+    let gates = Arc::new(cancel::CommitGates::default());
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => spawn_connection(&engine, &connections, socket, peer),
+                Ok((socket, peer)) => {
+                    let handlers =
+                        ConnectionHandlers::new(engine.clone(), connections.clone(), gates.clone());
+                    spawn_connection(handlers, socket, peer)
+                }
                 Err(error) => tracing::warn!(%error, "accept failed"),
             },
             () = &mut shutdown => {
@@ -50,14 +55,8 @@ pub async fn serve(
     }
 }
 
-fn spawn_connection(
-    engine: &Arc<Engine>,
-    connections: &Arc<ConnectionManager>,
-    socket: tokio::net::TcpStream,
-    peer: SocketAddr,
-) {
+fn spawn_connection(handlers: ConnectionHandlers, socket: tokio::net::TcpStream, peer: SocketAddr) {
     let _ = socket.set_nodelay(true);
-    let handlers = ConnectionHandlers::new(engine.clone(), connections.clone());
     tokio::spawn(async move {
         tracing::debug!(%peer, "connection opened");
         if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {

@@ -17,7 +17,7 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::{collect, execute_stream};
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::table::TableLog;
+use crate::catalog::table::{CommitGate, TableLog};
 use crate::connectors::pg_copy::{self, CopyOptions};
 use crate::engine::{CommandDone, Engine, Notice};
 use crate::error::{Result, WeirError};
@@ -29,6 +29,9 @@ pub struct Session {
     engine: Arc<Engine>,
     settings: Mutex<Settings>,
     transaction: Mutex<TransactionBlock>,
+    /// Decides whether the running statement's write commits or is
+    /// cancelled (cancel requests, statement_timeout).
+    gate: Arc<CommitGate>,
 }
 
 /// BEGIN ... COMMIT is accepted for drivers that always open one, but each
@@ -72,6 +75,15 @@ pub enum Action {
     MaterializedView(Box<sql::MaterializedView>),
 }
 
+/// Whether executing `action` creates or drops a relation.
+fn changes_catalog(action: &Action) -> bool {
+    match action {
+        Action::Plan(plan) => matches!(plan.as_ref(), LogicalPlan::Ddl(_)),
+        Action::Utility(utility) => matches!(utility, Utility::DropMaterializedView { .. }),
+        Action::MaterializedView(view) => !view.explain,
+    }
+}
+
 pub enum Outcome {
     Rows(SendableRecordBatchStream),
     Done(CommandDone),
@@ -97,7 +109,14 @@ impl Session {
             engine,
             settings: Mutex::new(Settings::default()),
             transaction: Mutex::new(TransactionBlock::default()),
+            gate: Arc::new(CommitGate::default()),
         }
+    }
+
+    /// Where cancel requests for this session go first: a write that has
+    /// started committing is not cancelled.
+    pub fn commit_gate(&self) -> Arc<CommitGate> {
+        self.gate.clone()
     }
 
     fn settings(&self) -> MutexGuard<'_, Settings> {
@@ -116,6 +135,9 @@ impl Session {
     fn state(&self) -> Result<SessionState> {
         let mut state = self.engine.state();
         self.settings().apply(&mut state)?;
+        // Writes reach the table through DataFusion's sink, which finds the
+        // gate here.
+        state.config_mut().set_extension(self.gate.clone());
         Ok(state)
     }
 
@@ -188,6 +210,10 @@ impl Session {
         prepared: &Prepared,
         parameters: Option<&ParamValues>,
     ) -> Result<Outcome> {
+        let _catalog_lock = match changes_catalog(&prepared.action) {
+            true => Some(self.engine.lock_catalog().await),
+            false => None,
+        };
         match &prepared.action {
             Action::Utility(utility) => self.execute_utility(utility),
             Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
@@ -251,7 +277,9 @@ impl Session {
             );
         }
         Ok(Outcome::Done(
-            self.engine.create_materialized_view(&state, view).await?,
+            self.engine
+                .create_materialized_view(&state, view, Some(self.gate.clone()))
+                .await?,
         ))
     }
 
@@ -262,17 +290,51 @@ impl Session {
                     .with_hint("weir tables are append-only: INSERT or COPY rows into them."),
             );
         }
+        // One partition: the rows reach the table, and so the views' late
+        // data checks, in the query's own order, the same on every run.
+        let mut state = state.clone();
+        state.config_mut().options_mut().execution.target_partitions = 1;
         let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
-        let batches = match collect(physical, state.task_ctx()).await {
+        let write = collect(physical, state.task_ctx());
+        let timeout = self.settings().statement_timeout()?;
+        let outcome = match timeout {
+            Some(limit) => self.within_timeout(write, limit).await,
+            None => write.await.map_err(Into::into),
+        };
+        let batches = match outcome {
             Ok(batches) => batches,
             Err(error) => {
                 self.engine.repair_views().await;
-                return Err(error.into());
+                return Err(error);
             }
         };
         let rows = count_of(&batches);
         self.note_write(rows);
         Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
+    }
+
+    /// Runs a write, cancelling it at `limit` unless it is already
+    /// committing (it then finishes and counts as done).
+    async fn within_timeout<T>(
+        &self,
+        write: impl std::future::Future<Output = datafusion::error::Result<T>>,
+        limit: std::time::Duration,
+    ) -> Result<T> {
+        tokio::pin!(write);
+        tokio::select! {
+            outcome = &mut write => return outcome.map_err(Into::into),
+            () = tokio::time::sleep(limit) => {}
+        }
+        if !self.gate.cancel() {
+            return write.await.map_err(Into::into);
+        }
+        Err(WeirError::new(
+            crate::error::sqlstate::QUERY_CANCELED,
+            "canceling statement due to statement timeout",
+        )
+        .with_hint(
+            "Nothing of the statement was applied. SET statement_timeout = 0 turns the limit off.",
+        ))
     }
 
     fn note_write(&self, rows: u64) {
@@ -440,7 +502,7 @@ impl Session {
         })?;
         let batch = pg_copy::decode(text, &copy.options, &copy.columns)?;
         let batch = pg_copy::widen(&batch, &copy.table.schema())?;
-        let rows = match copy.table.append(vec![batch]).await {
+        let rows = match copy.table.append(vec![batch], Some(&self.gate)).await {
             Ok(rows) => rows,
             Err(error) => {
                 self.engine.repair_views().await;

@@ -199,6 +199,22 @@ impl Dataflow {
         Ok(())
     }
 
+    /// The writes taken so far are committed: every view's changes become
+    /// visible to queries. (Call it only after the commit: a reader must
+    /// never see rows a crash could take back.)
+    pub fn publish(&self) {
+        for view in self.views.values() {
+            view.publish();
+        }
+    }
+
+    /// The writes taken so far were not committed: forget the changes.
+    pub fn discard(&self) {
+        for view in self.views.values() {
+            view.discard();
+        }
+    }
+
     /// A checkpoint of every view, if anything changed: a barrier from every
     /// table, then the epoch record. Commit the batch before the next push.
     pub fn checkpoint(&mut self, unix_ms: u64) -> Result<Option<(EpochRecord, WriteBatch)>> {
@@ -310,6 +326,7 @@ impl crate::catalog::table::AppendObserver for SharedDataflow {
             .sum();
         let writes = flow.push(table, messages)?;
         commit(writes)?;
+        flow.publish();
         flow.advance_offset(table, rows as u64);
         Ok(())
     }

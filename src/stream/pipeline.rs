@@ -143,6 +143,21 @@ impl ViewPipeline {
         writes
     }
 
+    /// The view's committed changes become visible to queries.
+    pub(super) fn publish(&self) {
+        self.results().for_each(|result| result.publish());
+    }
+
+    /// The view's changes were not committed.
+    pub(super) fn discard(&self) {
+        self.results().for_each(|result| result.discard());
+    }
+
+    fn results(&self) -> impl Iterator<Item = &Arc<ViewResult>> {
+        let late = self.late.as_ref().map(|late| late.sink.result());
+        std::iter::once(self.sink.result()).chain(late)
+    }
+
     /// The side output's name and its changes since the last call.
     pub(super) fn take_late_changes(&mut self) -> Option<(String, Vec<Message>)> {
         let late = self.late.as_mut()?;

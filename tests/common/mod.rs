@@ -89,6 +89,19 @@ impl TestServer {
         client
     }
 
+    /// A connection whose socket the caller can close abruptly (abort the
+    /// handle), as a client that goes away mid-statement.
+    pub async fn connect_abortable(&self) -> (tokio_postgres::Client, tokio::task::JoinHandle<()>) {
+        let (client, connection) =
+            tokio_postgres::connect(&self.connection_string(), tokio_postgres::NoTls)
+                .await
+                .expect("connect to weir");
+        let handle = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        (client, handle)
+    }
+
     /// The server's process id, for killing it from another task.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|child| child.id())

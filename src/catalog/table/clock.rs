@@ -101,32 +101,45 @@ impl TableLog {
     }
 
     /// Raises the watermark to `watermark_ns` (if still ahead), logs it, and
-    /// pushes it through the views reading this table.
-    pub async fn raise_watermark(&self, watermark_ns: i64) -> Result<()> {
-        let writer = self.writer.lock().await;
-        let Some(current) = &self.watermark else {
-            return Ok(());
-        };
-        let mut tracker = lock(current).clone();
-        if tracker.current_ns() >= Some(watermark_ns) {
-            return Ok(());
-        }
-        tracker.raise_to(watermark_ns);
-        let offset = self.row_count() as u64;
-        let mut write = WriteBatch::new();
-        write.put(tick_key(self.id, offset), encode_i64(watermark_ns));
-        let messages = vec![Message::Watermark(watermark_ns)];
-        let (store, observer, name) =
-            (self.store.clone(), self.observer.clone(), self.name.clone());
+    /// pushes it through the views reading this table. Like a write, it
+    /// completes in its own task once started.
+    pub async fn raise_watermark(self: &Arc<Self>, watermark_ns: i64) -> Result<()> {
+        let writer = self.writer.clone().lock_owned().await;
+        let log = self.clone();
         tokio::task::spawn_blocking(move || {
-            commit_with_views(&*store, write, observer, &name, messages)
+            let Some(current) = &log.watermark else {
+                return Ok(());
+            };
+            let mut tracker = lock(current).clone();
+            if tracker.current_ns() >= Some(watermark_ns) {
+                return Ok(());
+            }
+            tracker.raise_to(watermark_ns);
+            let offset = log.row_count() as u64;
+            let mut write = WriteBatch::new();
+            write.put(tick_key(log.id, offset), encode_i64(watermark_ns));
+            let messages = vec![Message::Watermark(watermark_ns)];
+            let mut raised = Some(tracker);
+            let mut publish = || {
+                if let Some(tracker) = raised.take() {
+                    *lock(current) = tracker;
+                    lock(&log.ticks).insert(offset, watermark_ns);
+                }
+            };
+            let observer = log.observer.clone();
+            let outcome = commit_with_views(
+                &*log.store,
+                write,
+                observer,
+                &log.name,
+                messages,
+                &mut publish,
+            );
+            drop(writer);
+            outcome
         })
         .await
-        .map_err(|error| WeirError::internal(format!("commit task failed: {error}")))??;
-        *lock(current) = tracker;
-        lock(&self.ticks).insert(offset, watermark_ns);
-        drop(writer);
-        Ok(())
+        .map_err(|error| WeirError::internal(format!("watermark task failed: {error}")))?
     }
 
     /// The name of the PROCTIME() column, if the table has one.

@@ -10,7 +10,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
-use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::Session as DataFusionSession;
@@ -24,17 +23,21 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
+mod append;
 mod clock;
+mod commit_gate;
 
 pub use clock::{ticks_prefix, unix_now_ns};
+pub use commit_gate::CommitGate;
 
 use super::unique::UniqueIndex;
 use super::StreamDefinition;
 use crate::error::{Result, WeirError};
-use crate::state::batch_codec::{decode_batches, encode_batch};
+use crate::state::batch_codec::decode_batches;
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::dataflow::source_messages;
 use crate::stream::{Message, WatermarkTracker};
+use append::commit_with_views;
 use clock::{load_ticks, Clock};
 
 /// Rows per stored log entry; bigger writes are split so no value is huge.
@@ -73,7 +76,7 @@ pub struct TableLog {
     store: Arc<dyn StateStore>,
     /// The lock serialises writers so log order equals the order in which
     /// rows become visible, and key checks see every earlier write.
-    writer: tokio::sync::Mutex<Writer>,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
     rows: RwLock<Vec<RecordBatch>>,
     /// For a table with WATERMARK FOR: its event-time watermark.
     watermark: Option<Mutex<WatermarkTracker>>,
@@ -188,10 +191,10 @@ impl TableLog {
             observer,
             schema,
             store,
-            writer: tokio::sync::Mutex::new(Writer {
+            writer: Arc::new(tokio::sync::Mutex::new(Writer {
                 next_sequence,
                 unique,
-            }),
+            })),
             rows: RwLock::new(rows),
             watermark: tracker.map(Mutex::new),
             clock: clock.map(Mutex::new),
@@ -284,101 +287,6 @@ impl TableLog {
             .map(|rows| rows.clone())
             .unwrap_or_default()
     }
-
-    /// Durably appends `batches` and makes them visible; returns the row count.
-    pub async fn append(&self, batches: Vec<RecordBatch>) -> Result<u64> {
-        let batches = self.conform(batches)?;
-        let row_count: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        if row_count == 0 {
-            return Ok(0);
-        }
-        let mut writer = self.writer.lock().await;
-        let batches = batches
-            .into_iter()
-            .map(|batch| self.stamp_arrival(batch))
-            .collect::<Result<Vec<_>>>()?;
-        let combined = concat_batches(&self.schema, &batches).map_err(DataFusionError::from)?;
-        let new_keys = writer
-            .unique
-            .iter()
-            .map(|index| index.check(&combined))
-            .collect::<Result<Vec<_>>>()?;
-        let mut write = WriteBatch::new();
-        let mut sequence = writer.next_sequence;
-        let mut offset = 0;
-        while offset < combined.num_rows() {
-            let length = ROWS_PER_ENTRY.min(combined.num_rows() - offset);
-            let chunk = combined.slice(offset, length);
-            write.put(entry_key(self.id, sequence), encode_batch(&chunk)?);
-            sequence += 1;
-            offset += length;
-        }
-        let mut tracker = self
-            .watermark
-            .as_ref()
-            .map(|tracker| tracker.lock().unwrap_or_else(|p| p.into_inner()).clone());
-        let messages = source_messages(combined.clone(), tracker.as_mut())?;
-        let store = self.store.clone();
-        let observer = self.observer.clone();
-        let name = self.name.clone();
-        tokio::task::spawn_blocking(move || {
-            commit_with_views(&*store, write, observer, &name, messages)
-        })
-        .await
-        .map_err(|error| WeirError::internal(format!("commit task failed: {error}")))??;
-        writer.next_sequence = sequence;
-        for (index, keys) in writer.unique.iter_mut().zip(new_keys) {
-            index.insert(keys);
-        }
-        if let (Some(current), Some(next)) = (&self.watermark, tracker) {
-            *current.lock().unwrap_or_else(|p| p.into_inner()) = next;
-        }
-        if let Ok(mut rows) = self.rows.write() {
-            rows.push(combined);
-        }
-        self.rows_arrived();
-        Ok(row_count as u64)
-    }
-
-    /// Re-labels batches with the table's own schema (names, nullability).
-    fn conform(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
-        batches
-            .into_iter()
-            .map(|batch| {
-                RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
-                    .map_err(|error| WeirError::from(DataFusionError::from(error)))
-            })
-            .collect()
-    }
-}
-
-/// Runs the write through the views reading the table, then commits rows
-/// and view changes in one atomic, durable batch.
-fn commit_with_views(
-    store: &dyn StateStore,
-    mut write: WriteBatch,
-    observer: Option<Arc<dyn AppendObserver>>,
-    table: &str,
-    messages: Vec<Message>,
-) -> Result<()> {
-    let Some(observer) = observer else {
-        return store.commit(write);
-    };
-    let mut commit = |views: WriteBatch| {
-        let mut all = std::mem::take(&mut write);
-        all.extend(views);
-        store.commit(all)
-    };
-    // A bug in an operator must not leave views half-updated unnoticed.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        observer.append_and_commit(table, messages, &mut commit)
-    }))
-    .unwrap_or_else(|_| {
-        Err(WeirError::internal(
-            "a materialized view failed on this write; views are rebuilt",
-        ))
-    })
-    .inspect_err(|_| observer.on_commit_failed())
 }
 
 fn sequence_of(stored_key: &[u8]) -> u64 {
@@ -475,15 +383,16 @@ impl DataSink for TableSink {
     async fn write_all(
         &self,
         mut data: SendableRecordBatchStream,
-        _context: &Arc<TaskContext>,
+        context: &Arc<TaskContext>,
     ) -> datafusion::error::Result<u64> {
         // A statement is all or nothing: collect, then commit once.
         let mut batches = Vec::new();
         while let Some(batch) = data.next().await {
             batches.push(batch?);
         }
+        let gate = context.session_config().get_extension::<CommitGate>();
         self.log
-            .append(batches)
+            .append(batches, gate.as_deref())
             .await
             .map_err(|error| DataFusionError::External(Box::new(error)))
     }

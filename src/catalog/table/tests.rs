@@ -24,17 +24,19 @@ fn batch(ids: &[i64], names: &[&str]) -> RecordBatch {
 }
 
 /// A plain table (no stream options) over `store`.
-fn plain(id: u64, store: &Arc<dyn StateStore>) -> TableLog {
-    TableLog::open(
-        id,
-        "t",
-        schema(),
-        &Constraints::default(),
-        None,
-        store.clone(),
-        None,
+fn plain(id: u64, store: &Arc<dyn StateStore>) -> Arc<TableLog> {
+    Arc::new(
+        TableLog::open(
+            id,
+            "t",
+            schema(),
+            &Constraints::default(),
+            None,
+            store.clone(),
+            None,
+        )
+        .unwrap(),
     )
-    .unwrap()
 }
 
 #[tokio::test]
@@ -43,11 +45,16 @@ async fn appended_rows_are_reloaded_in_order() {
     let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
     let log = plain(7, &store);
     assert_eq!(
-        log.append(vec![batch(&[1, 2], &["a", "b"])]).await.unwrap(),
+        log.append(vec![batch(&[1, 2], &["a", "b"])], None)
+            .await
+            .unwrap(),
         2
     );
-    assert_eq!(log.append(vec![batch(&[3], &["c"])]).await.unwrap(), 1);
-    assert_eq!(log.append(vec![]).await.unwrap(), 0);
+    assert_eq!(
+        log.append(vec![batch(&[3], &["c"])], None).await.unwrap(),
+        1
+    );
+    assert_eq!(log.append(vec![], None).await.unwrap(), 0);
 
     let reopened = plain(7, &store);
     assert_eq!(reopened.row_count(), 3);
@@ -65,7 +72,10 @@ async fn appended_rows_are_reloaded_in_order() {
         .collect();
     assert_eq!(ids, vec![1, 2, 3]);
     // The next write continues the sequence instead of overwriting entry 0.
-    reopened.append(vec![batch(&[4], &["d"])]).await.unwrap();
+    reopened
+        .append(vec![batch(&[4], &["d"])], None)
+        .await
+        .unwrap();
     assert_eq!(
         reopened.store.scan_prefix(&rows_prefix(7)).unwrap().len(),
         3
@@ -80,7 +90,7 @@ async fn large_writes_are_split_into_entries() {
     let count = ROWS_PER_ENTRY + 10;
     let ids: Vec<i64> = (0..count as i64).collect();
     let names = vec!["x"; count];
-    log.append(vec![batch(&ids, &names)]).await.unwrap();
+    log.append(vec![batch(&ids, &names)], None).await.unwrap();
     assert_eq!(store.scan_prefix(&rows_prefix(1)).unwrap().len(), 2);
     assert_eq!(plain(1, &store).row_count(), count);
 }
@@ -119,24 +129,28 @@ async fn raised_watermarks_are_logged_and_replayed_where_they_happened() {
     let (schema, stream) = clocked();
     let open = || {
         let constraints = Constraints::default();
-        TableLog::open(
-            3,
-            "t",
-            schema.clone(),
-            &constraints,
-            Some(&stream),
-            store.clone(),
-            None,
+        Arc::new(
+            TableLog::open(
+                3,
+                "t",
+                schema.clone(),
+                &constraints,
+                Some(&stream),
+                store.clone(),
+                None,
+            )
+            .unwrap(),
         )
-        .unwrap()
     };
     let log = open();
-    log.append(vec![times(&schema, &[10, 20])]).await.unwrap();
+    log.append(vec![times(&schema, &[10, 20])], None)
+        .await
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
     let due = log.due_watermark().expect("idle past the timeout");
     assert!(due > 20, "moves on from the last watermark");
     log.raise_watermark(100).await.unwrap();
-    log.append(vec![times(&schema, &[50])]).await.unwrap();
+    log.append(vec![times(&schema, &[50])], None).await.unwrap();
     assert_eq!(
         log.watermark_ns(),
         Some(100),

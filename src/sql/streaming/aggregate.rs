@@ -207,6 +207,9 @@ impl Planner<'_> {
                     "Leave out the ORDER BY in the aggregate's arguments.",
                 ));
             }
+            // Accumulators are made per group as rows arrive; one that
+            // cannot be made must fail here, not on every later INSERT.
+            function.create_accumulator()?;
             display.push(expr.human_display().to_string());
             calls.push(AggregateCall { function, filter });
         }

@@ -66,6 +66,9 @@ pub struct AggregateOperator {
     /// checkpoint writes only those.
     changed: BTreeSet<i64>,
     closed: BTreeSet<i64>,
+    /// A global aggregate (no GROUP BY, no window) owes its row over no
+    /// input: COUNT(*) 0, SUM NULL — as the same query run as a batch.
+    owes_empty_row: bool,
 }
 
 /// What a windowed aggregate does with late rows.
@@ -93,7 +96,8 @@ impl AggregateOperator {
             .iter()
             .map(|field| SortField::new(field.data_type().clone()))
             .collect();
-        Ok(AggregateOperator {
+        let global = groups.is_empty() && window.is_none();
+        let mut operator = AggregateOperator {
             groups,
             calls,
             window,
@@ -105,7 +109,31 @@ impl AggregateOperator {
             late,
             changed: BTreeSet::new(),
             closed: BTreeSet::new(),
-        })
+            owes_empty_row: global,
+        };
+        if global {
+            // The one group exists from the start (and is checkpointed with
+            // the view's creation), so a restore knows its row is shown.
+            let accumulators = new_accumulators(&operator.calls)?;
+            let bin = Bin::from([(Vec::new(), accumulators)]);
+            operator.bins.insert(UNWINDOWED, bin);
+            operator.changed.insert(UNWINDOWED);
+        }
+        Ok(operator)
+    }
+
+    /// Shows a global aggregate's row over no input, once.
+    fn pay_empty_row(&mut self, output: &mut Output) -> Result<()> {
+        if !std::mem::take(&mut self.owes_empty_row) {
+            return Ok(());
+        }
+        let accumulators = self
+            .bins
+            .get_mut(&UNWINDOWED)
+            .and_then(|bin| bin.get_mut(&Vec::new()))
+            .ok_or_else(|| WeirError::internal("a global aggregate lost its group"))?;
+        let values = evaluate(accumulators)?;
+        self.emit_rows(vec![(Vec::new(), values, 1)], output)
     }
 
     /// Window end of every row (UNWINDOWED without a window; None for a
@@ -273,7 +301,7 @@ impl Operator for AggregateOperator {
         }
         for end in std::mem::take(&mut self.changed) {
             if let Some(bin) = self.bins.get_mut(&end) {
-                state.put(&bin_name(end), encode_bin(bin)?);
+                state.put(&bin_name(end), encode_bin(bin, &self.calls)?);
             }
         }
         if let Some(watermark) = self.watermark {
@@ -288,11 +316,20 @@ impl Operator for AggregateOperator {
             let end = decode_i64(&name[4..])
                 .ok_or_else(|| WeirError::internal("malformed checkpoint key"))?;
             self.bins.insert(end, decode_bin(&self.calls, value)?);
+            // A checkpointed global group has had its row shown.
+            self.owes_empty_row &= end != UNWINDOWED;
         }
         Ok(())
     }
 
+    fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
+        self.pay_empty_row(output)?;
+        output.push(Message::Barrier(epoch));
+        Ok(())
+    }
+
     fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+        self.pay_empty_row(output)?;
         let rows = chunk.num_rows();
         let keys = self
             .groups
@@ -348,6 +385,7 @@ impl Operator for AggregateOperator {
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+        self.pay_empty_row(output)?;
         let previous = self.watermark;
         if !advance_watermark(&mut self.watermark, watermark_ns) {
             return Ok(());

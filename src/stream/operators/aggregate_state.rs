@@ -2,6 +2,12 @@
 //! key (row format) and each accumulator's `state()` columns; restored by
 //! `merge_batch` into fresh accumulators — DataFusion's own partial-aggregate
 //! contract, so every aggregate checkpoints without code of its own.
+//!
+//! `Accumulator::state` may take the accumulator's contents (COUNT(DISTINCT)
+//! over strings does), so a live accumulator is never asked for its state
+//! and then used again: `snapshot` replaces it with a fresh one merged from
+//! that state — exactly what a restore would build, so a view continues the
+//! same way whether or not the server restarted after the checkpoint.
 
 use std::sync::Arc;
 
@@ -15,24 +21,43 @@ use super::aggregate::{new_accumulators, AggregateCall, Bin};
 use crate::error::{Result, WeirError};
 use crate::state::batch_codec::{decode_batches, encode_batch};
 
-pub fn encode_bin(bin: &mut Bin) -> Result<Vec<u8>> {
+pub fn encode_bin(bin: &mut Bin, calls: &[AggregateCall]) -> Result<Vec<u8>> {
     encode_groups(
         bin.iter_mut()
             .map(|(key, accumulators)| (key.clone(), accumulators.as_mut_slice())),
+        calls,
     )
+}
+
+/// The state of a live accumulator, which is replaced by a fresh one merged
+/// from that state (see the module comment).
+pub fn snapshot(
+    call: &AggregateCall,
+    accumulator: &mut Box<dyn Accumulator>,
+) -> Result<Vec<ScalarValue>> {
+    let state = accumulator.state()?;
+    let arrays = state
+        .iter()
+        .map(ScalarValue::to_array)
+        .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+    let mut fresh = call.function.create_accumulator()?;
+    fresh.merge_batch(&arrays)?;
+    *accumulator = fresh;
+    Ok(state)
 }
 
 /// Groups (key, accumulators) as one batch; `decode_bin` reads it back.
 pub fn encode_groups<'a>(
     groups: impl Iterator<Item = (Vec<u8>, &'a mut [Box<dyn Accumulator>])>,
+    calls: &[AggregateCall],
 ) -> Result<Vec<u8>> {
     let mut keys = Vec::new();
     let mut states: Vec<Vec<ScalarValue>> = Vec::new();
     for (key, accumulators) in groups {
         keys.push(key);
         let mut column = 0;
-        for accumulator in accumulators.iter_mut() {
-            for value in accumulator.state()? {
+        for (accumulator, call) in accumulators.iter_mut().zip(calls) {
+            for value in snapshot(call, accumulator)? {
                 if states.len() <= column {
                     states.push(Vec::with_capacity(keys.capacity()));
                 }

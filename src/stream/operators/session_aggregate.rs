@@ -49,7 +49,8 @@ pub struct Session {
 }
 
 /// Two touching sessions as one: accumulators merged through DataFusion's
-/// `state()` / `merge_batch`, rows still pending kept.
+/// `state()` / `merge_batch`, rows still pending kept. `state()` may take
+/// what it reports, which is fine here: `other` is gone afterwards.
 fn merge_sessions(mut survivor: Session, mut other: Session) -> Result<Session> {
     let (Some(target), Some(source)) = (&mut survivor.accumulators, other.accumulators.take())
     else {
@@ -304,7 +305,8 @@ impl SessionAggregateOperator {
     }
 
     /// Sessions ending at or before `horizon` become final markers; markers
-    /// a gap older go.
+    /// go once no row can touch them and an open session too (see
+    /// `outlives`).
     fn finalize(&mut self, horizon: i64) {
         for (end, key, start) in take_before(&mut self.open_ends, horizon) {
             let session = self.sessions.get_mut(&key).and_then(|s| s.get_mut(&start));
@@ -314,11 +316,16 @@ impl SessionAggregateOperator {
                 self.changed.insert(key);
             }
         }
-        let forgotten = horizon.saturating_sub(self.columns.gap_ns);
-        for (_, key, start) in take_before(&mut self.marker_ends, forgotten) {
+        let gap = self.columns.gap_ns;
+        let forgotten = horizon.saturating_sub(gap.saturating_mul(2));
+        for (end, key, start) in take_before(&mut self.marker_ends, forgotten) {
             let Some(sessions) = self.sessions.get_mut(&key) else {
                 continue;
             };
+            if let Some(later_end) = outlives(sessions, start, end, gap) {
+                self.marker_ends.insert((later_end, key, start));
+                continue;
+            }
             sessions.remove(&start);
             if sessions.is_empty() {
                 self.sessions.remove(&key);
@@ -357,6 +364,18 @@ impl SessionAggregateOperator {
         columns.extend(value_columns(&self.schema, self.groups.len(), &values)?);
         push_changes(&self.schema, columns, emitted.iter().map(|e| e.4), output)
     }
+}
+
+/// A final session (a marker) ending at `end` must stay while a row could
+/// touch it and an open session: such a row is late, not part of the open
+/// one. New sessions start after horizon - gap, so two gaps past `end` only
+/// an open session already starting within a gap of `end` can be touched
+/// together with it; the marker then waits for that session's end, which
+/// this returns.
+fn outlives(sessions: &Sessions, start: i64, end: i64, gap: i64) -> Option<i64> {
+    let (next_start, next) = sessions.range(start.saturating_add(1)..).next()?;
+    let close = *next_start <= end.saturating_add(gap);
+    (close && next.accumulators.is_some()).then_some(next.end.max(end.saturating_add(1)))
 }
 
 /// A session's place in an end-ordered index: (end, key, start).
@@ -407,7 +426,12 @@ impl Operator for SessionAggregateOperator {
                     .and_then(|sessions| sessions.get(start))
                     .is_some_and(|session| self.is_final(session, watermark))
             });
-            if touches_final || watermark.is_some_and(|w| w >= end.saturating_add(lateness)) {
+            // A row joins the open sessions it touches even when its own
+            // `[ts, ts + gap)` is complete; it is late only when it would
+            // reopen a final session or, touching none, is complete itself
+            // (the SESSION rule in the design).
+            let own_complete = watermark.is_some_and(|w| w >= end.saturating_add(lateness));
+            if touches_final || (touching.is_empty() && own_complete) {
                 let (row, watermark) = (row as u32, watermark.unwrap_or(i64::MIN));
                 late.push(LateRow {
                     row,

@@ -149,11 +149,55 @@ fn sessions_close_at_their_end_and_never_reopen() {
     // 10 would only join the complete session: late, though [10, 20) is open.
     assert!(rows(&push(&mut sessions, &[("a", 10)], 14)).is_empty());
     assert_eq!(late.load(Ordering::Relaxed), 1);
-    // A gap later the marker is gone and the key has no state left.
-    push(&mut sessions, &[], 24);
+    // Two gaps later (no new session can then touch it) the marker is gone
+    // and the key has no state left.
+    push(&mut sessions, &[], 33);
+    assert!(sessions
+        .sessions
+        .contains_key(sessions.key_rows(&chunk(&[("a", 0)], &[None])).unwrap()[0].as_slice()));
+    push(&mut sessions, &[], 34);
     assert!(!sessions
         .sessions
         .contains_key(sessions.key_rows(&chunk(&[("a", 0)], &[None])).unwrap()[0].as_slice()));
+}
+
+#[test]
+fn a_row_whose_own_window_is_complete_joins_the_open_session_it_touches() {
+    for emit in [EmitMode::OnUpdate, EmitMode::OnWindowClose] {
+        let (mut sessions, late) = operator(emit, LatePolicy::Drop);
+        let mut shown = rows(&push(&mut sessions, &[("a", 0)], -100));
+        // Under watermark 8, -5's own [-5, 5) is complete, but it touches
+        // the open [0, 10): it joins (the design's SESSION rule, as Flink).
+        shown.extend(rows(&push(&mut sessions, &[("a", -5)], 8)));
+        // -20's own [-20, -10) is complete and touches nothing: late.
+        shown.extend(rows(&push(&mut sessions, &[("a", -20)], 8)));
+        assert_eq!(late.load(Ordering::Relaxed), 1, "{emit:?}");
+        shown.extend(rows(&push(&mut sessions, &[], 10)));
+        let mut net: HashMap<(String, i64, i64, i64), i64> = HashMap::new();
+        for (key, start, end, count, diff) in shown {
+            *net.entry((key, start, end, count)).or_default() += diff;
+        }
+        net.retain(|_, diff| *diff != 0);
+        let expected = HashMap::from([(("a".to_string(), -5, 10, 2), 1)]);
+        assert_eq!(net, expected, "{emit:?}");
+    }
+}
+
+#[test]
+fn a_final_session_stays_while_a_row_could_touch_it_and_an_open_one() {
+    let (mut sessions, late) = operator(EmitMode::OnUpdate, LatePolicy::Drop);
+    push(&mut sessions, &[("a", 0), ("a", 15)], -100);
+    // [0, 10) becomes final; [15, ...) is kept open by new rows.
+    for (time, watermark) in [(24, 12), (33, 24), (42, 32)] {
+        push(&mut sessions, &[("a", time)], watermark);
+    }
+    // Two gaps past [0, 10): 8 touches it and the open session; it is late.
+    let shown = rows(&push(&mut sessions, &[("a", 8)], 32));
+    assert!(shown.is_empty(), "{shown:?}");
+    assert_eq!(late.load(Ordering::Relaxed), 1);
+    // Once the open session is final too, both go in time.
+    push(&mut sessions, &[], 200);
+    assert!(sessions.sessions.is_empty());
 }
 
 #[test]

@@ -35,7 +35,7 @@ pub fn encode_sessions(sessions: &mut Sessions, calls: &[AggregateCall]) -> Resu
         key.push(flags);
         groups.push((key, accumulators.as_mut_slice()));
     }
-    encode_groups(groups.into_iter())
+    encode_groups(groups.into_iter(), calls)
 }
 
 pub fn decode_sessions(calls: &[AggregateCall], value: &[u8]) -> Result<Sessions> {
