@@ -543,3 +543,6 @@ pub struct TableParts {
     pub constraints: Constraints,
     pub column_defaults: HashMap<String, Expr>,
 }
+
+#[cfg(test)]
+mod tests;
