@@ -118,6 +118,20 @@ async fn multiple_statements_stop_at_the_first_error() {
     assert_eq!(count.as_deref(), Some("1"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deallocate_is_accepted_for_statements_that_exist() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    let unknown = client.simple_query("DEALLOCATE nosuch").await.unwrap_err();
+    assert_eq!(unknown.code().unwrap().code(), "26000");
+    // psycopg sends this after a DROP once it has prepared statements
+    // (tests/drivers/psycopg_check.py).
+    let statement = client.prepare("SELECT 1").await.unwrap();
+    client.simple_query("DEALLOCATE ALL").await.unwrap();
+    client.batch_execute("SELECT 1").await.unwrap();
+    drop(statement);
+}
+
 fn run_python(script: &str, server: &TestServer) {
     let path = format!("{}/tests/drivers/{script}", env!("CARGO_MANIFEST_DIR"));
     let output = std::process::Command::new("python3")

@@ -117,7 +117,8 @@ impl SessionHandler {
         format: &Format,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
@@ -151,6 +152,10 @@ impl SessionHandler {
                 }
                 Response::Execution(tag(&done))
             }
+            Outcome::Deallocate(name, done) => {
+                deallocate(client.portal_store(), name.as_deref())?;
+                Response::Execution(tag(&done))
+            }
             Outcome::CopyIn(copy) => {
                 let columns = copy.columns.fields().len();
                 self.set_pending_copy(Some(PendingCopy {
@@ -162,6 +167,23 @@ impl SessionHandler {
         };
         Ok(response)
     }
+}
+
+/// Forgets a prepared statement, like Close. pgwire's store cannot list its
+/// statements, so DEALLOCATE ALL leaves them to be replaced when a driver
+/// prepares its names again, or to go with the connection.
+fn deallocate<S: PortalStore>(store: &S, name: Option<&str>) -> PgWireResult<()> {
+    let Some(name) = name else {
+        return Ok(());
+    };
+    if store.get_statement(name).is_none() {
+        return Err(to_pgwire(WeirError::new(
+            sqlstate::INVALID_STATEMENT_NAME,
+            format!("prepared statement \"{name}\" does not exist"),
+        )));
+    }
+    store.rm_statement(name);
+    Ok(())
 }
 
 async fn send_notice<C>(client: &mut C, done: &CommandDone) -> PgWireResult<()>

@@ -80,6 +80,9 @@ pub enum Outcome {
     /// A SET that clients must be told about with ParameterStatus.
     Set(CommandDone, Option<Reported>),
     CopyIn(CopyIn),
+    /// DEALLOCATE: the server forgets the named prepared statement (None:
+    /// all of them).
+    Deallocate(Option<String>, CommandDone),
 }
 
 /// A COPY FROM STDIN waiting for its data.
@@ -296,6 +299,14 @@ impl Session {
             // Writes reach everything that depends on them before they are
             // acknowledged, so there is nothing to wait for.
             Utility::Flush => Ok(Outcome::Done(CommandDone::new("FLUSH"))),
+            Utility::Deallocate { name } => {
+                let tag = if name.is_some() {
+                    "DEALLOCATE"
+                } else {
+                    "DEALLOCATE ALL"
+                };
+                Ok(Outcome::Deallocate(name.clone(), CommandDone::new(tag)))
+            }
             Utility::Discard => {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("DISCARD ALL")))
@@ -461,9 +472,7 @@ fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
             "weir tables are append-only for now; DROP TABLE removes a whole table.",
         ),
         ast::Statement::Truncate { .. } => ("TRUNCATE", "DROP TABLE and CREATE TABLE again."),
-        ast::Statement::Prepare { .. }
-        | ast::Statement::Execute { .. }
-        | ast::Statement::Deallocate { .. } => (
+        ast::Statement::Prepare { .. } | ast::Statement::Execute { .. } => (
             "SQL-level PREPARE/EXECUTE",
             "Use your driver's prepared statements (the extended query protocol).",
         ),
