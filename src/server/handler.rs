@@ -4,7 +4,6 @@
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-use arrow_pg::datatypes::df::deserialize_parameters;
 use arrow_pg::datatypes::into_pg_type;
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
@@ -27,10 +26,11 @@ use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
+use super::parameters::bound_values;
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
 use crate::engine::{CommandDone, Engine};
 use crate::error::{sqlstate, WeirError};
-use crate::session::{CopyIn, Outcome, Prepared, Session};
+use crate::session::{bound_type, CopyIn, Outcome, Prepared, Session};
 
 /// The handlers of one connection; cancel and startup share the server's
 /// connection registry so a cancel request can find its target.
@@ -268,12 +268,7 @@ impl ExtendedQueryHandler for SessionHandler {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let prepared = &portal.statement.statement;
-        let inferred: Vec<_> = prepared
-            .parameter_types
-            .iter()
-            .map(Option::as_ref)
-            .collect();
-        let parameters = deserialize_parameters(portal, &inferred)?;
+        let parameters = bound_values(portal)?;
         let outcome = self
             .session
             .execute(prepared, Some(&parameters))
@@ -316,15 +311,16 @@ impl QueryParser for StatementParser {
         Ok(Some(prepared))
     }
 
+    /// ParameterDescription: the types values are bound as (text where none
+    /// could be inferred, or the type has no Postgres name). Drivers that
+    /// encode values by the described type (asyncpg, tokio-postgres) rely
+    /// on it.
     fn get_parameter_types(&self, prepared: &Prepared) -> PgWireResult<Vec<Type>> {
-        prepared
+        Ok(prepared
             .parameter_types
             .iter()
-            .map(|data_type| match data_type {
-                Some(data_type) => into_pg_type(data_type),
-                None => Ok(Type::UNKNOWN),
-            })
-            .collect()
+            .map(|inferred| into_pg_type(&bound_type(inferred.as_ref())).unwrap_or(Type::TEXT))
+            .collect())
     }
 
     fn get_result_schema(

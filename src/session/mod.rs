@@ -22,6 +22,7 @@ use crate::connectors::pg_copy::{self, CopyOptions};
 use crate::engine::{CommandDone, Engine, Notice};
 use crate::error::{Result, WeirError};
 use crate::sql;
+pub use parameters::bound_type;
 pub use settings::{parse_milliseconds, Reported, Settings};
 pub use utility::Utility;
 
@@ -45,7 +46,8 @@ pub struct Prepared {
     /// The statement's SQL text (recorded for CREATE statements).
     pub sql: String,
     pub action: Action,
-    /// Types of `$1..$n`; None where DataFusion could not infer one.
+    /// Types of `$1..$n`, as far as planning could infer them (see
+    /// `bound_type` for the rest).
     pub parameter_types: Vec<Option<DataType>>,
     pub result_schema: SchemaRef,
     /// WATERMARK / APPEND ONLY of a CREATE TABLE.
@@ -165,7 +167,10 @@ impl Session {
             return Ok(Prepared::utility(sql, utility));
         }
         reject_unsupported(&statement)?;
-        let plan = self.engine.plan(&self.state()?, &statement).await?;
+        let state = self.state()?;
+        let plan = self.engine.plan(&state, &statement).await?;
+        let parameter_types = parameter_types(&plan, &state)?;
+        let plan = with_parameter_types(plan, &parameter_types);
         let result_schema = match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Statement(_) => {
                 Arc::new(Schema::empty())
@@ -174,7 +179,7 @@ impl Session {
         };
         Ok(Prepared {
             sql,
-            parameter_types: parameter_types(&plan)?,
+            parameter_types,
             result_schema,
             action: Action::Plan(Box::new(plan)),
             stream_options,
@@ -196,11 +201,15 @@ impl Session {
             Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
             Action::Plan(plan) => {
                 let plan = match parameters {
-                    Some(values) if !prepared.parameter_types.is_empty() => {
+                    _ if prepared.parameter_types.is_empty() => plan.as_ref().clone(),
+                    Some(values) => {
                         let values = coerce_parameters(values, &prepared.parameter_types)?;
                         plan.as_ref().clone().replace_params_with_values(&values)?
                     }
-                    _ => plan.as_ref().clone(),
+                    None => {
+                        refuse_unbound(plan)?;
+                        plan.as_ref().clone()
+                    }
                 };
                 self.execute_plan(plan, prepared).await
             }
@@ -481,5 +490,5 @@ fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
     Err(WeirError::unsupported(format!("{what} is not supported")).with_hint(hint))
 }
 
-use parameters::{coerce_parameters, parameter_types};
+use parameters::{coerce_parameters, parameter_types, refuse_unbound, with_parameter_types};
 use results::{count_of, postgres_column_names, rows, with_deadline, with_schema};
