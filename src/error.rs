@@ -28,7 +28,13 @@ pub mod sqlstate {
     pub const NOT_NULL_VIOLATION: &str = "23502";
     pub const UNIQUE_VIOLATION: &str = "23505";
     pub const DATA_EXCEPTION: &str = "22000";
+    /// Postgres reports an unknown setting name as 42704 (undefined_object).
     pub const UNDEFINED_PARAMETER: &str = "42704";
+    /// A `$n` the statement has no value for (Postgres's undefined_parameter).
+    pub const UNDEFINED_STATEMENT_PARAMETER: &str = "42P02";
+    pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
+    pub const PROTOCOL_VIOLATION: &str = "08P01";
+    pub const INVALID_STATEMENT_NAME: &str = "26000";
     pub const QUERY_CANCELED: &str = "57014";
     pub const IO_ERROR: &str = "58030";
     pub const DATA_CORRUPTED: &str = "XX001";

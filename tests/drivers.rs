@@ -118,6 +118,20 @@ async fn multiple_statements_stop_at_the_first_error() {
     assert_eq!(count.as_deref(), Some("1"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deallocate_is_accepted_for_statements_that_exist() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    let unknown = client.simple_query("DEALLOCATE nosuch").await.unwrap_err();
+    assert_eq!(unknown.code().unwrap().code(), "26000");
+    // psycopg sends this after a DROP once it has prepared statements
+    // (tests/drivers/psycopg_check.py).
+    let statement = client.prepare("SELECT 1").await.unwrap();
+    client.simple_query("DEALLOCATE ALL").await.unwrap();
+    client.batch_execute("SELECT 1").await.unwrap();
+    drop(statement);
+}
+
 fn run_python(script: &str, server: &TestServer) {
     let path = format!("{}/tests/drivers/{script}", env!("CARGO_MANIFEST_DIR"));
     let output = std::process::Command::new("python3")
@@ -225,4 +239,87 @@ async fn binary_results_for_every_common_type() {
         _ => None,
     });
     assert_eq!(text.as_deref(), Some("1 day 02:00:00"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameter_numbers_past_65535_are_errors_and_the_server_stays_up() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE numbered (id BIGINT)")
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT $2000000000",
+        "SELECT $65536",
+        "INSERT INTO numbered VALUES ($2000000000)",
+    ] {
+        let simple = client.simple_query(sql).await.unwrap_err();
+        assert_eq!(simple.code().unwrap().code(), "42P02", "{sql}");
+        let extended = client.prepare(sql).await.unwrap_err();
+        assert_eq!(extended.code().unwrap().code(), "42P02", "{sql}");
+    }
+    // The simple protocol has no values for parameters at all.
+    let unbound = client.simple_query("SELECT $1").await.unwrap_err();
+    assert_eq!(unbound.code().unwrap().code(), "42P02");
+    assert_eq!(
+        unbound.as_db_error().unwrap().message(),
+        "there is no parameter $1"
+    );
+    // The connection and the server are still there.
+    let row = client.query_one("SELECT $1::bigint + 1", &[&41i64]).await;
+    assert_eq!(row.unwrap().get::<_, i64>(0), 42);
+    let other = server.connect().await;
+    other.batch_execute("SELECT 1").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn described_parameter_types_follow_their_context() {
+    use tokio_postgres::types::Type;
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE described (id BIGINT, name TEXT, day DATE, score REAL)")
+        .await
+        .unwrap();
+    let cases: [(&str, &[Type]); 8] = [
+        ("SELECT $1::bigint + 1", &[Type::INT8]),
+        (
+            "SELECT $1::double precision, $2::date",
+            &[Type::FLOAT8, Type::DATE],
+        ),
+        ("SELECT $1 + 1", &[Type::INT8]),
+        ("SELECT upper($1)", &[Type::TEXT]),
+        (
+            "SELECT name FROM described WHERE id = $1 AND day < $2",
+            &[Type::INT8, Type::DATE],
+        ),
+        (
+            "INSERT INTO described VALUES ($1, $2, $3, $4)",
+            &[Type::INT8, Type::TEXT, Type::DATE, Type::FLOAT4],
+        ),
+        ("SELECT $1", &[Type::TEXT]),
+        ("SELECT $2::int", &[Type::TEXT, Type::INT4]),
+    ];
+    for (sql, expected) in cases {
+        let statement = client.prepare(sql).await.unwrap();
+        assert_eq!(statement.params(), expected, "{sql}");
+    }
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 3, 4).unwrap();
+    client
+        .execute(
+            "INSERT INTO described VALUES ($1, $2, $3, $4)",
+            &[&7i64, &"seven", &day, &1.5f32],
+        )
+        .await
+        .unwrap();
+    let row = client
+        .query_one(
+            "SELECT name, $2::date - day, $3::text IS NULL FROM described WHERE id = $1",
+            &[&7i64, &day, &None::<String>],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, &str>(0), "seven");
+    assert!(row.get::<_, bool>(2));
 }

@@ -5,6 +5,7 @@ pub mod checkpoint;
 mod clock;
 mod ddl;
 mod materialized;
+mod output_limits;
 pub mod sql_types;
 mod system_settings;
 mod watermark;
@@ -220,6 +221,8 @@ fn new_context() -> Result<SessionContext> {
     context.register_udf(proctime_function());
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
+    // Last, so it wraps whichever implementation is registered.
+    output_limits::limit_function_outputs(&context)?;
     Ok(context)
 }
 

@@ -4,7 +4,6 @@
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-use arrow_pg::datatypes::df::deserialize_parameters;
 use arrow_pg::datatypes::into_pg_type;
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
@@ -28,10 +27,11 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
 use super::cancel::{CancelRequests, CommitGates};
+use super::parameters::bound_values;
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
 use crate::engine::{CommandDone, Engine};
 use crate::error::{sqlstate, WeirError};
-use crate::session::{CopyIn, Outcome, Prepared, Session};
+use crate::session::{bound_type, CopyIn, Outcome, Prepared, Session};
 
 /// The handlers of one connection; cancel and startup share the server's
 /// connection registry so a cancel request can find its target.
@@ -143,7 +143,8 @@ impl SessionHandler {
         format: &Format,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
@@ -177,6 +178,10 @@ impl SessionHandler {
                 }
                 Response::Execution(tag(&done))
             }
+            Outcome::Deallocate(name, done) => {
+                deallocate(client.portal_store(), name.as_deref())?;
+                Response::Execution(tag(&done))
+            }
             Outcome::CopyIn(copy) => {
                 let columns = copy.columns.fields().len();
                 self.set_pending_copy(Some(PendingCopy {
@@ -188,6 +193,23 @@ impl SessionHandler {
         };
         Ok(response)
     }
+}
+
+/// Forgets a prepared statement, like Close. pgwire's store cannot list its
+/// statements, so DEALLOCATE ALL leaves them to be replaced when a driver
+/// prepares its names again, or to go with the connection.
+fn deallocate<S: PortalStore>(store: &S, name: Option<&str>) -> PgWireResult<()> {
+    let Some(name) = name else {
+        return Ok(());
+    };
+    if store.get_statement(name).is_none() {
+        return Err(to_pgwire(WeirError::new(
+            sqlstate::INVALID_STATEMENT_NAME,
+            format!("prepared statement \"{name}\" does not exist"),
+        )));
+    }
+    store.rm_statement(name);
+    Ok(())
 }
 
 async fn send_notice<C>(client: &mut C, done: &CommandDone) -> PgWireResult<()>
@@ -274,12 +296,7 @@ impl ExtendedQueryHandler for SessionHandler {
     {
         self.session.commit_gate().start_statement();
         let prepared = &portal.statement.statement;
-        let inferred: Vec<_> = prepared
-            .parameter_types
-            .iter()
-            .map(Option::as_ref)
-            .collect();
-        let parameters = deserialize_parameters(portal, &inferred)?;
+        let parameters = bound_values(portal)?;
         let outcome = self
             .session
             .execute(prepared, Some(&parameters))
@@ -322,15 +339,16 @@ impl QueryParser for StatementParser {
         Ok(Some(prepared))
     }
 
+    /// ParameterDescription: the types values are bound as (text where none
+    /// could be inferred, or the type has no Postgres name). Drivers that
+    /// encode values by the described type (asyncpg, tokio-postgres) rely
+    /// on it.
     fn get_parameter_types(&self, prepared: &Prepared) -> PgWireResult<Vec<Type>> {
-        prepared
+        Ok(prepared
             .parameter_types
             .iter()
-            .map(|data_type| match data_type {
-                Some(data_type) => into_pg_type(data_type),
-                None => Ok(Type::UNKNOWN),
-            })
-            .collect()
+            .map(|inferred| into_pg_type(&bound_type(inferred.as_ref())).unwrap_or(Type::TEXT))
+            .collect())
     }
 
     fn get_result_schema(

@@ -4,6 +4,7 @@
 
 mod cancel;
 mod handler;
+mod parameters;
 mod response;
 mod text_format;
 

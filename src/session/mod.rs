@@ -22,6 +22,7 @@ use crate::connectors::pg_copy::{self, CopyOptions};
 use crate::engine::{CommandDone, Engine, Notice};
 use crate::error::{Result, WeirError};
 use crate::sql;
+pub use parameters::bound_type;
 pub use settings::{parse_milliseconds, Reported, Settings};
 pub use utility::Utility;
 
@@ -48,7 +49,8 @@ pub struct Prepared {
     /// The statement's SQL text (recorded for CREATE statements).
     pub sql: String,
     pub action: Action,
-    /// Types of `$1..$n`; None where DataFusion could not infer one.
+    /// Types of `$1..$n`, as far as planning could infer them (see
+    /// `bound_type` for the rest).
     pub parameter_types: Vec<Option<DataType>>,
     pub result_schema: SchemaRef,
     /// WATERMARK / APPEND ONLY of a CREATE TABLE.
@@ -92,6 +94,9 @@ pub enum Outcome {
     /// A SET that clients must be told about with ParameterStatus.
     Set(CommandDone, Option<Reported>),
     CopyIn(CopyIn),
+    /// DEALLOCATE: the server forgets the named prepared statement (None:
+    /// all of them).
+    Deallocate(Option<String>, CommandDone),
 }
 
 /// A COPY FROM STDIN waiting for its data.
@@ -184,7 +189,10 @@ impl Session {
             return Ok(Prepared::utility(sql, utility));
         }
         reject_unsupported(&statement)?;
-        let plan = self.engine.plan(&self.state()?, &statement).await?;
+        let state = self.state()?;
+        let plan = self.engine.plan(&state, &statement).await?;
+        let parameter_types = parameter_types(&plan, &state)?;
+        let plan = with_parameter_types(plan, &parameter_types);
         let result_schema = match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Statement(_) => {
                 Arc::new(Schema::empty())
@@ -193,7 +201,7 @@ impl Session {
         };
         Ok(Prepared {
             sql,
-            parameter_types: parameter_types(&plan)?,
+            parameter_types,
             result_schema,
             action: Action::Plan(Box::new(plan)),
             stream_options,
@@ -219,11 +227,15 @@ impl Session {
             Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
             Action::Plan(plan) => {
                 let plan = match parameters {
-                    Some(values) if !prepared.parameter_types.is_empty() => {
+                    _ if prepared.parameter_types.is_empty() => plan.as_ref().clone(),
+                    Some(values) => {
                         let values = coerce_parameters(values, &prepared.parameter_types)?;
                         plan.as_ref().clone().replace_params_with_values(&values)?
                     }
-                    _ => plan.as_ref().clone(),
+                    None => {
+                        refuse_unbound(plan)?;
+                        plan.as_ref().clone()
+                    }
                 };
                 self.execute_plan(plan, prepared).await
             }
@@ -358,6 +370,14 @@ impl Session {
             // Writes reach everything that depends on them before they are
             // acknowledged, so there is nothing to wait for.
             Utility::Flush => Ok(Outcome::Done(CommandDone::new("FLUSH"))),
+            Utility::Deallocate { name } => {
+                let tag = if name.is_some() {
+                    "DEALLOCATE"
+                } else {
+                    "DEALLOCATE ALL"
+                };
+                Ok(Outcome::Deallocate(name.clone(), CommandDone::new(tag)))
+            }
             Utility::Discard => {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("DISCARD ALL")))
@@ -523,9 +543,7 @@ fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
             "weir tables are append-only for now; DROP TABLE removes a whole table.",
         ),
         ast::Statement::Truncate { .. } => ("TRUNCATE", "DROP TABLE and CREATE TABLE again."),
-        ast::Statement::Prepare { .. }
-        | ast::Statement::Execute { .. }
-        | ast::Statement::Deallocate { .. } => (
+        ast::Statement::Prepare { .. } | ast::Statement::Execute { .. } => (
             "SQL-level PREPARE/EXECUTE",
             "Use your driver's prepared statements (the extended query protocol).",
         ),
@@ -534,5 +552,5 @@ fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
     Err(WeirError::unsupported(format!("{what} is not supported")).with_hint(hint))
 }
 
-use parameters::{coerce_parameters, parameter_types};
+use parameters::{coerce_parameters, parameter_types, refuse_unbound, with_parameter_types};
 use results::{count_of, postgres_column_names, rows, with_deadline, with_schema};

@@ -43,6 +43,10 @@ pub enum Utility {
         name: String,
     },
     Discard,
+    /// `DEALLOCATE [PREPARE] name | ALL`: `name` None is ALL.
+    Deallocate {
+        name: Option<String>,
+    },
     CopyFrom {
         table: String,
         columns: Vec<String>,
@@ -111,6 +115,12 @@ pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
             },
         },
         ast::Statement::Discard { .. } => Utility::Discard,
+        // psycopg sends DEALLOCATE ALL after a DROP or ALTER once it has
+        // prepared statements.
+        ast::Statement::Deallocate { name, .. } => Utility::Deallocate {
+            name: (name.quote_style.is_some() || !name.value.eq_ignore_ascii_case("all"))
+                .then(|| name.value.clone()),
+        },
         ast::Statement::Copy {
             source,
             to,

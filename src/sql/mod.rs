@@ -10,6 +10,7 @@ mod limits;
 pub mod materialized;
 mod output_names;
 mod parser;
+pub mod placeholders;
 mod stream_ddl;
 pub mod streaming;
 mod table_time;

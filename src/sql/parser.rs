@@ -70,6 +70,7 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>> {
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
         .tokenize_with_location()
         .map_err(|error| WeirError::syntax(format!("syntax error: {error}")))?;
+    super::placeholders::check_numbers(&tokens)?;
     split(tokens)
         .into_iter()
         .filter(|tokens| tokens.iter().any(|t| !is_trivia(&t.token)))

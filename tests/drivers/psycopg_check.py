@@ -32,6 +32,8 @@ def main(url):
                 cur.execute("SELECT i, t FROM psycopg_t WHERE i IS NULL")
                 assert cur.fetchall() == [(None, None)], binary
 
+        check_null_and_typed_parameters(conn)
+
         # A failed statement raises with its SQLSTATE and the connection survives.
         try:
             conn.execute("SELECT * FROM psycopg_missing")
@@ -48,6 +50,44 @@ def main(url):
         conn.execute("DROP TABLE psycopg_t")
         conn.commit()
     print("psycopg ok")
+
+
+def check_null_and_typed_parameters(conn):
+    """psycopg sends None with type oid 0: each NULL must stay in its place
+    and take the type its context gives it."""
+    for binary in (False, True):
+        with conn.cursor(binary=binary) as cur:
+            cur.execute(
+                "SELECT %s::bigint + 1, %s::double precision, %s::text IS NULL",
+                (41, 1.5, None),
+            )
+            assert cur.fetchone() == (42, 1.5, True), binary
+            cur.execute("SELECT %s::text IS NULL", (None,))
+            assert cur.fetchone() == (True,), binary
+            cur.execute(
+                "SELECT %s::int, %s::bigint, %s::double precision, %s::date,"
+                " %s::timestamp, %s::numeric, %s::boolean, %s::text, %s",
+                (None,) * 9,
+            )
+            assert cur.fetchone() == (None,) * 9, binary
+            cur.execute("SELECT %s::int IS NULL, %s, %s::int + 1", (None, "after", 2))
+            assert cur.fetchone() == (True, "after", 3), binary
+            cur.execute("SELECT %s::date", (datetime.date(2026, 3, 4),))
+            assert cur.fetchone() == (datetime.date(2026, 3, 4),), binary
+            cur.execute("SELECT i FROM psycopg_t WHERE b = %s", (2**40,))
+            assert cur.fetchall() == [(1,)], binary
+    conn.execute("CREATE TABLE psycopg_nulls (i INT, b BIGINT, d DATE, t TEXT)")
+    insert = "INSERT INTO psycopg_nulls VALUES (%s, %s, %s, %s)"
+    conn.execute(insert, (1, None, None, "one"))
+    conn.execute(insert, (None, 2, datetime.date(2026, 1, 2), None), prepare=True)
+    conn.execute(insert, (None, None, None, None), prepare=True)
+    rows = conn.execute("SELECT i, b, d, t FROM psycopg_nulls ORDER BY b, i").fetchall()
+    assert rows == [
+        (None, 2, datetime.date(2026, 1, 2), None),
+        (1, None, None, "one"),
+        (None, None, None, None),
+    ], rows
+    conn.execute("DROP TABLE psycopg_nulls")
 
 
 if __name__ == "__main__":
