@@ -207,6 +207,8 @@ fn new_context() -> Result<SessionContext> {
             .with_aliases(["approx_count_distinct"]),
     );
     context.register_udf(proctime_function());
+    // Window starts in queries: date_bin, failing where it gives NULL.
+    context.register_udf(sql::windows::grid_floor::GridFloor::udf());
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     Ok(context)

@@ -14,7 +14,7 @@ mod stream_ddl;
 pub mod streaming;
 mod table_time;
 mod tokens;
-mod windows;
+pub mod windows;
 
 pub use materialized::MaterializedView;
 pub use output_names::output_names;
