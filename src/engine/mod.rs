@@ -209,6 +209,11 @@ fn new_context() -> Result<SessionContext> {
     context.register_udf(proctime_function());
     // Window starts in queries: date_bin, failing where it gives NULL.
     context.register_udf(sql::windows::grid_floor::GridFloor::udf());
+    // Postgres's arithmetic: integer overflow is an error
+    // (sql::checked_arithmetic).
+    context.add_analyzer_rule(Arc::new(
+        sql::checked_arithmetic::CheckedArithmeticRule::default(),
+    ));
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     Ok(context)
