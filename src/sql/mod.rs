@@ -9,6 +9,7 @@ mod interval;
 mod late_data;
 mod limits;
 pub mod materialized;
+pub mod numeric_sum;
 mod output_names;
 mod parser;
 mod stream_ddl;
