@@ -109,6 +109,7 @@ impl Engine {
         view: &MaterializedView,
     ) -> Result<Vec<String>> {
         let (name, plan) = self.stream_plan(state, view).await?;
+        plan.check_deterministic()?;
         Ok(plan.explain(&name))
     }
 
@@ -128,6 +129,7 @@ impl Engine {
             }
         }
         let (name, plan) = self.stream_plan(state, view).await?;
+        plan.check_deterministic()?;
         let (definition, results) = self.catalog.new_materialized_view(
             &name,
             &view.text,
@@ -238,6 +240,13 @@ impl Engine {
     ) -> Result<()> {
         let state = planning_state(self.state(), definition.sql_edition);
         let (name, plan) = self.stream_plan(&state, view).await?;
+        if let Err(error) = plan.check_deterministic() {
+            tracing::warn!(
+                view = %name,
+                "{}; drop it and create it again without that function (for now(), writes to its inputs fail until then)",
+                error.message
+            );
+        }
         let id = definition.id;
         let results = self.catalog.restore_materialized_view(
             definition,

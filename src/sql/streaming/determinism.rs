@@ -1,0 +1,45 @@
+//! A materialized view is maintained by replaying its inputs (after a
+//! failed write, on restart, when a view reads another), so its query must
+//! give the same rows for the same input. Functions whose result changes
+//! between calls (DataFusion's Stable and Volatile ones: now(), random(),
+//! ...) cannot be maintained; now() cannot even be called unsimplified, so
+//! such a view made every write to its input fail. They are refused when
+//! the view is created.
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
+
+use crate::error::WeirError;
+
+/// The name of the first non-deterministic function among `plan`'s own
+/// expressions (not its inputs').
+pub(super) fn non_deterministic_function(plan: &LogicalPlan) -> Option<String> {
+    let mut found = None;
+    let _ = plan.apply_expressions(|expr| {
+        expr.apply(|node| {
+            if let Expr::ScalarFunction(call) = node {
+                if call.func.signature().volatility != Volatility::Immutable {
+                    found = Some(call.name().to_string());
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })
+    });
+    found
+}
+
+/// 0A000 for a view calling `function`.
+pub fn non_deterministic(function: &str) -> WeirError {
+    let hint = if function.eq_ignore_ascii_case("proctime") {
+        "In a materialized view PROCTIME() can only be a window's time argument, e.g. TUMBLE(t, PROCTIME(), INTERVAL '1' MINUTE), which stands for t's PROCTIME() column; select that column instead.".to_string()
+    } else {
+        format!(
+            "A view must give the same rows whenever it is rebuilt from its inputs; filters relative to the current time are planned for a later release. Apply {function}() when querying the view instead, e.g. SELECT * FROM view WHERE ts > now() - INTERVAL '1 hour'."
+        )
+    };
+    WeirError::unsupported(format!(
+        "{function}() is not supported in a materialized view: its result changes from one call to the next"
+    ))
+    .with_hint(hint)
+}
