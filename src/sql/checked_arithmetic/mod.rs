@@ -51,3 +51,76 @@ fn as_operator(expr: Expr) -> Transformed<Expr> {
         _ => Transformed::no(Expr::ScalarFunction(call)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::logical_expr::LogicalPlan;
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+    use crate::error::{sqlstate, WeirError};
+
+    fn context() -> SessionContext {
+        let context = SessionContext::new();
+        context.add_analyzer_rule(Arc::new(CheckedArithmeticRule::default()));
+        context
+    }
+
+    async fn run(sql: &str) -> Result<Vec<String>, WeirError> {
+        let frame = context().sql(sql).await?;
+        let names = frame.schema().field_names();
+        frame.collect().await?;
+        Ok(names)
+    }
+
+    #[tokio::test]
+    async fn overflow_fails_with_22003_where_datafusion_wraps() {
+        for sql in [
+            "SELECT 9223372036854775807 + 1",
+            "SELECT -9223372036854775807 - 2",
+            "SELECT 4611686018427387904 * 2",
+            "SELECT -(a - 1) FROM (VALUES (-9223372036854775807)) AS t(a)",
+            "SELECT a + a FROM (VALUES (CAST(2147483647 AS INT))) AS t(a)",
+        ] {
+            let error = run(sql).await.unwrap_err();
+            assert_eq!(error.code, sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "{sql}");
+            assert!(
+                error.message.ends_with("out of range"),
+                "{sql}: {}",
+                error.message
+            );
+        }
+        let error = run("SELECT 9223372036854775807 + 1").await.unwrap_err();
+        assert_eq!(error.message, "bigint out of range");
+    }
+
+    #[tokio::test]
+    async fn column_names_stay_those_of_the_operators() {
+        let names = run("SELECT a + 1, a - a, a * 2, -a FROM (VALUES (1)) AS t(a)")
+            .await
+            .unwrap();
+        assert_eq!(
+            names,
+            ["t.a + Int64(1)", "t.a - t.a", "t.a * Int64(2)", "(- t.a)"]
+        );
+        let grouped = "SELECT a + 1, count(*) FROM (VALUES (1), (1)) AS t(a) GROUP BY a + 1";
+        assert_eq!(run(grouped).await.unwrap()[0], "t.a + Int64(1)");
+    }
+
+    #[tokio::test]
+    async fn explain_shows_operators() {
+        let plan = context()
+            .sql("SELECT a + 1 FROM (VALUES (1)) AS t(a)")
+            .await
+            .unwrap()
+            .into_optimized_plan()
+            .unwrap();
+        let LogicalPlan::Projection(projection) = &plan else {
+            panic!("{plan}");
+        };
+        let shown = with_operators(&projection.expr[0]).to_string();
+        assert!(shown.starts_with("t.a + Int64(1)"), "{shown}");
+    }
+}

@@ -43,3 +43,58 @@ pub fn non_deterministic(function: &str) -> WeirError {
     ))
     .with_hint(hint)
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    /// The first non-deterministic function of `sql`'s plan, node by node.
+    async fn found(sql: &str) -> Option<String> {
+        let plan = SessionContext::new()
+            .sql(sql)
+            .await
+            .unwrap()
+            .into_unoptimized_plan();
+        let mut found = None;
+        let _ = plan.apply(|node| {
+            found = found.take().or_else(|| non_deterministic_function(node));
+            Ok(TreeNodeRecursion::Continue)
+        });
+        found
+    }
+
+    #[tokio::test]
+    async fn stable_and_volatile_functions_are_found() {
+        let t = "WITH t (ts, n) AS (VALUES (CAST('2026-01-01' AS TIMESTAMP), 1))";
+        for (query, function) in [
+            (
+                "SELECT ts FROM t WHERE ts > now() - INTERVAL '1 hour'",
+                "now",
+            ),
+            ("SELECT current_date FROM t", "current_date"),
+            ("SELECT n FROM t WHERE random() < 0.5", "random"),
+            ("SELECT uuid(), n FROM t", "uuid"),
+        ] {
+            let sql = format!("{t} {query}");
+            assert_eq!(found(&sql).await.as_deref(), Some(function), "{sql}");
+        }
+        let deterministic = format!("{t} SELECT date_trunc('day', ts), abs(n) + 1 FROM t");
+        assert_eq!(found(&deterministic).await, None);
+    }
+
+    #[test]
+    fn the_error_names_the_function_and_says_what_to_do() {
+        let error = non_deterministic("now");
+        assert_eq!(error.code, crate::error::sqlstate::FEATURE_NOT_SUPPORTED);
+        assert!(error
+            .message
+            .starts_with("now() is not supported in a materialized view"));
+        assert!(error.hint.unwrap().contains("when querying the view"));
+        assert!(non_deterministic("proctime")
+            .hint
+            .unwrap()
+            .contains("time argument"));
+    }
+}
