@@ -3,11 +3,14 @@
 //! refer to them keep the names DataFusion gave the unchecked expression.
 
 use datafusion::arrow::compute::kernels::numeric::{add, mul, neg, sub};
-use datafusion::arrow::datatypes::DataType;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::{exec_err, DataFusionError, Result};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, Operator, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, Operator, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use datafusion::physical_expr_common::datum::apply;
 
@@ -102,6 +105,19 @@ impl ScalarUDFImpl for CheckedArithmetic {
             Some(data_type) => Ok(data_type.clone()),
             None => exec_err!("{} needs an argument", self.name()),
         }
+    }
+
+    /// Nullable only when an operand is, as the operator's result is.
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let Some(first) = args.arg_fields.first() else {
+            return exec_err!("{} needs an argument", self.name());
+        };
+        let nullable = args.arg_fields.iter().any(|field| field.is_nullable());
+        Ok(Arc::new(Field::new(
+            self.name(),
+            first.data_type().clone(),
+            nullable,
+        )))
     }
 
     fn schema_name(&self, args: &[Expr]) -> Result<String> {

@@ -110,6 +110,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn results_are_nullable_only_when_an_operand_is() {
+        let context = context();
+        context
+            .sql("CREATE TABLE t (a BIGINT NOT NULL, b BIGINT)")
+            .await
+            .unwrap();
+        let plan = context
+            .sql("SELECT a + 1, a + b FROM t")
+            .await
+            .unwrap()
+            .into_unoptimized_plan();
+        let state = context.state();
+        let analyzed = state
+            .analyzer()
+            .execute_and_check(plan, state.config_options(), |_, _| {})
+            .unwrap();
+        let LogicalPlan::Projection(projection) = &analyzed else {
+            panic!("{analyzed}");
+        };
+        assert!(matches!(projection.expr[0], Expr::ScalarFunction(_)));
+        let fields = analyzed.schema().fields();
+        assert!(!fields[0].is_nullable());
+        assert!(fields[1].is_nullable());
+    }
+
+    #[tokio::test]
     async fn explain_shows_operators() {
         let plan = context()
             .sql("SELECT a + 1 FROM (VALUES (1)) AS t(a)")
