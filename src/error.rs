@@ -24,6 +24,7 @@ pub mod sqlstate {
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
     pub const BAD_COPY_FILE_FORMAT: &str = "22P04";
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
+    pub const DATETIME_FIELD_OVERFLOW: &str = "22008";
     pub const DIVISION_BY_ZERO: &str = "22012";
     pub const NOT_NULL_VIOLATION: &str = "23502";
     pub const UNIQUE_VIOLATION: &str = "23505";
@@ -119,7 +120,7 @@ impl From<ParserError> for WeirError {
 
 impl From<datafusion::arrow::error::ArrowError> for WeirError {
     fn from(error: datafusion::arrow::error::ArrowError) -> Self {
-        arrow_error_to_weir(&error)
+        arrow_error_to_weir(error)
     }
 }
 
@@ -137,13 +138,7 @@ fn from_datafusion(error: DataFusionError) -> WeirError {
         DataFusionError::Collection(mut errors) if !errors.is_empty() => {
             from_datafusion(errors.remove(0))
         }
-        DataFusionError::External(inner) => match inner.downcast::<WeirError>() {
-            Ok(weir) => *weir,
-            Err(other) => match other.downcast::<DataFusionError>() {
-                Ok(datafusion) => from_datafusion(*datafusion),
-                Err(other) => WeirError::internal(other.to_string()),
-            },
-        },
+        DataFusionError::External(inner) => from_external(inner),
         DataFusionError::SQL(parser_error, _) => WeirError::from(*parser_error),
         DataFusionError::NotImplemented(text) => {
             WeirError::unsupported(format!("not supported: {text}"))
@@ -152,13 +147,28 @@ fn from_datafusion(error: DataFusionError) -> WeirError {
             schema_error_to_weir(schema_error.to_string())
         }
         DataFusionError::Plan(text) => plan_error_to_weir(text),
-        DataFusionError::ArrowError(arrow_error, _) => arrow_error_to_weir(&arrow_error),
+        DataFusionError::ArrowError(arrow_error, _) => arrow_error_to_weir(*arrow_error),
         DataFusionError::ResourcesExhausted(text) => {
             WeirError::new(sqlstate::RESOURCES_EXHAUSTED, text)
         }
         DataFusionError::IoError(io_error) => WeirError::io(io_error.to_string()),
         DataFusionError::Execution(text) => execution_error_to_weir(text),
         other => WeirError::internal(other.to_string()),
+    }
+}
+
+/// An error DataFusion or Arrow carried from elsewhere (a weir function,
+/// a stream of batches).
+fn from_external(inner: Box<dyn std::error::Error + Send + Sync>) -> WeirError {
+    match inner.downcast::<WeirError>() {
+        Ok(weir) => *weir,
+        Err(other) => match other.downcast::<DataFusionError>() {
+            Ok(datafusion) => from_datafusion(*datafusion),
+            Err(other) => match other.downcast::<datafusion::arrow::error::ArrowError>() {
+                Ok(arrow) => arrow_error_to_weir(*arrow),
+                Err(other) => WeirError::internal(other.to_string()),
+            },
+        },
     }
 }
 
@@ -210,6 +220,9 @@ fn plan_error_to_weir(text: String) -> WeirError {
 }
 
 fn execution_error_to_weir(text: String) -> WeirError {
+    if let Some(error) = timestamp_overflow(&text) {
+        return error;
+    }
     if text.contains("Invalid batch column at") && text.contains("null values") {
         return WeirError::new(sqlstate::NOT_NULL_VIOLATION, text)
             .with_hint("The column is NOT NULL: give it a value.");
@@ -227,22 +240,41 @@ fn execution_error_to_weir(text: String) -> WeirError {
     WeirError::new(sqlstate::DATA_EXCEPTION, text)
 }
 
-fn arrow_error_to_weir(error: &datafusion::arrow::error::ArrowError) -> WeirError {
+/// Timestamp arithmetic past 1677 or 2262 (Arrow's and date_bin's
+/// messages) as Postgres reports it: 22008 "timestamp out of range".
+fn timestamp_overflow(text: &str) -> Option<WeirError> {
+    let lower = text.to_ascii_lowercase();
+    let overflowed = lower.contains("timestamp out of range")
+        || (lower.contains("date_bin")
+            && (lower.contains("overflow") || lower.contains("out of range")));
+    overflowed.then(|| {
+        WeirError::new(sqlstate::DATETIME_FIELD_OVERFLOW, "timestamp out of range").with_hint(
+            "Timestamps run from 1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807; check the times and intervals involved.",
+        )
+    })
+}
+
+fn arrow_error_to_weir(error: datafusion::arrow::error::ArrowError) -> WeirError {
     use datafusion::arrow::error::ArrowError;
     match error {
         ArrowError::DivideByZero => WeirError::new(sqlstate::DIVISION_BY_ZERO, "division by zero"),
+        ArrowError::ExternalError(inner) => from_external(inner),
         ArrowError::CastError(text) | ArrowError::ParseError(text) => {
-            WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text.clone())
+            WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text)
                 .with_hint("Check the value against the column's type.")
         }
         ArrowError::ArithmeticOverflow(text) => {
-            WeirError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, text.clone())
+            WeirError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, text)
         }
         ArrowError::InvalidArgumentError(text) if text.contains("null") => {
-            WeirError::new(sqlstate::NOT_NULL_VIOLATION, text.clone())
+            WeirError::new(sqlstate::NOT_NULL_VIOLATION, text)
                 .with_hint("The column is NOT NULL: give it a value.")
         }
-        other => WeirError::new(sqlstate::DATA_EXCEPTION, other.to_string()),
+        other => {
+            let text = other.to_string();
+            timestamp_overflow(&text)
+                .unwrap_or_else(|| WeirError::new(sqlstate::DATA_EXCEPTION, text))
+        }
     }
 }
 
@@ -275,6 +307,27 @@ mod tests {
         let inner = DataFusionError::NotImplemented("LATERAL".into());
         let error = WeirError::from(DataFusionError::Context("planning".into(), Box::new(inner)));
         assert_eq!(error.code, sqlstate::FEATURE_NOT_SUPPORTED);
+    }
+
+    #[test]
+    fn timestamp_overflow_is_22008() {
+        let arrow =
+            datafusion::arrow::error::ArrowError::ComputeError("Timestamp out of range".into());
+        let error = WeirError::from(DataFusionError::ArrowError(Box::new(arrow), None));
+        assert_eq!(error.code, sqlstate::DATETIME_FIELD_OVERFLOW);
+        let text = "date_bin origin 0 + delta 1 overflows i64".to_string();
+        assert_eq!(
+            WeirError::from(DataFusionError::Execution(text)).code,
+            sqlstate::DATETIME_FIELD_OVERFLOW
+        );
+    }
+
+    #[test]
+    fn weir_errors_survive_arrow_wrapping() {
+        let original = WeirError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range");
+        let inner = DataFusionError::External(Box::new(original.clone()));
+        let arrow = datafusion::arrow::error::ArrowError::ExternalError(Box::new(inner));
+        assert_eq!(WeirError::from(arrow), original);
     }
 
     #[test]

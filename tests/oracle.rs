@@ -751,6 +751,10 @@ async fn view_rows(client: &Client, name: &str) -> Vec<Cells> {
             (0..row.len())
                 .map(|index| match *row.columns()[index].type_() {
                     Type::INT8 => row.get::<_, Option<i64>>(index),
+                    // sum(bigint) is numeric, as in Postgres.
+                    Type::NUMERIC => row
+                        .get::<_, Option<rust_decimal::Decimal>>(index)
+                        .map(|sum| i64::try_from(sum).expect("a sum beyond bigint")),
                     Type::TIMESTAMP => row
                         .get::<_, Option<NaiveDateTime>>(index)
                         .map(|time| time.and_utc().timestamp_millis()),

@@ -61,7 +61,16 @@ pub struct RelationDefinition {
     /// relation, `<name>_late`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub side_output_id: Option<u64>,
+    /// The edition of weir's SQL the relation was planned with (see
+    /// `SQL_EDITION`): a materialized view is re-planned the same way on
+    /// start, since its stored rows and state have that plan's types.
+    #[serde(default)]
+    pub sql_edition: u32,
 }
+
+/// Editions of weir's SQL whose plans differ in types: 0, before issue 10;
+/// 1, `sum(bigint)` is numeric (it was bigint).
+pub const SQL_EDITION: u32 = 1;
 
 /// The name of a view's side output relation.
 pub fn side_output_name(view: &str) -> String {
@@ -254,6 +263,7 @@ impl Catalog {
             depends_on: Vec::new(),
             stream,
             side_output_id: None,
+            sql_edition: SQL_EDITION,
         };
         self.persist(&definition)?;
         self.restore_table(definition, table)
@@ -294,6 +304,7 @@ impl Catalog {
             depends_on: self.dependencies(&plan),
             stream: None,
             side_output_id: None,
+            sql_edition: SQL_EDITION,
         };
         self.persist(&definition)?;
         self.restore_view(definition, plan)
@@ -329,6 +340,7 @@ impl Catalog {
             depends_on,
             stream: None,
             side_output_id: side_output.as_ref().map(|_| id + 1),
+            sql_edition: SQL_EDITION,
         };
         let results = self.open_results(&definition, schema, side_output)?;
         Ok((definition, results))

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use datafusion::catalog::TableProvider;
-use datafusion::execution::SessionState;
+use datafusion::execution::{FunctionRegistry, SessionState};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DataFusionStatement;
 use datafusion::sql::sqlparser::ast;
@@ -114,6 +114,7 @@ impl Engine {
         view: &MaterializedView,
     ) -> Result<Vec<String>> {
         let (name, plan) = self.stream_plan(state, view).await?;
+        plan.check_deterministic()?;
         Ok(plan.explain(&name))
     }
 
@@ -137,6 +138,7 @@ impl Engine {
             }
         }
         let (name, plan) = self.stream_plan(state, view).await?;
+        plan.check_deterministic()?;
         let (definition, results) = self.catalog.new_materialized_view(
             &name,
             &view.text,
@@ -222,8 +224,15 @@ impl Engine {
         definition: RelationDefinition,
         view: &MaterializedView,
     ) -> Result<()> {
-        let state = self.state();
+        let state = planning_state(self.state(), definition.sql_edition);
         let (name, plan) = self.stream_plan(&state, view).await?;
+        if let Err(error) = plan.check_deterministic() {
+            tracing::warn!(
+                view = %name,
+                "{}; drop it and create it again without that function (for now(), writes to its inputs fail until then)",
+                error.message
+            );
+        }
         let id = definition.id;
         let results = self.catalog.restore_materialized_view(
             definition,
@@ -340,6 +349,16 @@ fn backfill_and_commit(
     outcome
 }
 
+/// The planning state for a view planned by `edition` of weir's SQL: a
+/// view from before `sum(bigint)` was numeric keeps DataFusion's bigint
+/// sum, the type its stored rows and accumulator states have.
+fn planning_state(mut state: SessionState, edition: u32) -> SessionState {
+    if edition == 0 {
+        let _ = state.register_udaf(datafusion::functions_aggregate::sum::sum_udaf());
+    }
+    state
+}
+
 fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Result<ViewPipeline> {
     let late_rows = LateRows::new(results.rows.late_rows.clone(), results.late.is_some());
     let operators = plan
@@ -427,4 +446,28 @@ fn output_schema(
         }
     }
     Ok(Arc::new(datafusion::arrow::datatypes::Schema::new(fields)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::SQL_EDITION;
+    use datafusion::arrow::datatypes::DataType;
+
+    async fn sum_type(state: &SessionState) -> DataType {
+        let plan = state
+            .create_logical_plan("SELECT sum(v) FROM (VALUES (CAST(1 AS BIGINT))) AS t(v)")
+            .await
+            .unwrap();
+        plan.schema().field(0).data_type().clone()
+    }
+
+    #[tokio::test]
+    async fn a_view_from_before_numeric_sums_is_planned_with_bigint_sums() {
+        let state = super::super::new_context().unwrap().state();
+        let current = planning_state(state.clone(), SQL_EDITION);
+        assert_eq!(sum_type(&current).await, DataType::Decimal128(38, 0));
+        let legacy = planning_state(state, 0);
+        assert_eq!(sum_type(&legacy).await, DataType::Int64);
+    }
 }

@@ -219,6 +219,14 @@ fn new_context() -> Result<SessionContext> {
             .with_aliases(["approx_count_distinct"]),
     );
     context.register_udf(proctime_function());
+    // Window starts in queries: date_bin, failing where it gives NULL.
+    context.register_udf(sql::windows::grid_floor::GridFloor::udf());
+    // Postgres's arithmetic: integer overflow is an error, sum(bigint) is
+    // numeric (sql::checked_arithmetic, sql::numeric_sum).
+    context.add_analyzer_rule(Arc::new(
+        sql::checked_arithmetic::CheckedArithmeticRule::default(),
+    ));
+    context.register_udaf(sql::numeric_sum::NumericSum::udaf());
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     // Last, so it wraps whichever implementation is registered.

@@ -4,10 +4,12 @@
 //! standard statement is handed on as sqlparser's AST for DataFusion to plan.
 
 mod alter_system;
+pub mod checked_arithmetic;
 mod interval;
 mod late_data;
 mod limits;
 pub mod materialized;
+pub mod numeric_sum;
 mod output_names;
 mod parser;
 pub mod placeholders;
@@ -15,7 +17,7 @@ mod stream_ddl;
 pub mod streaming;
 mod table_time;
 mod tokens;
-mod windows;
+pub mod windows;
 
 pub use materialized::MaterializedView;
 pub use output_names::output_names;

@@ -19,9 +19,12 @@ pub(super) fn shown(expr: &Expr) -> String {
     };
     match expr {
         Expr::Column(column) => column.to_string(),
-        other => datafusion::sql::unparser::expr_to_sql(other)
-            .map(|sql| sql.to_string())
-            .unwrap_or_else(|_| other.schema_name().to_string()),
+        other => {
+            let other = crate::sql::checked_arithmetic::with_operators(other);
+            datafusion::sql::unparser::expr_to_sql(&other)
+                .map(|sql| sql.to_string())
+                .unwrap_or_else(|_| other.schema_name().to_string())
+        }
     }
 }
 

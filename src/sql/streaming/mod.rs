@@ -5,6 +5,7 @@
 //! what does not yet, naming the construct (0A000).
 
 mod aggregate;
+mod determinism;
 mod errors;
 pub mod nodes;
 pub mod window_function;
@@ -61,10 +62,23 @@ pub struct StreamPlan {
     pub schema: SchemaRef,
     pub emit: EmitMode,
     pub output: StreamInfo,
+    /// A function in the query whose result changes between calls (now(),
+    /// random(), ...): such a view cannot be maintained.
+    pub non_deterministic: Option<String>,
     source_line: String,
 }
 
 impl StreamPlan {
+    /// 0A000 if the query calls a non-deterministic function. Checked when
+    /// a view is created, not when one is restored: a view stored by an
+    /// older weir must not keep the database from opening.
+    pub fn check_deterministic(&self) -> Result<()> {
+        match &self.non_deterministic {
+            Some(function) => Err(determinism::non_deterministic(function)),
+            None => Ok(()),
+        }
+    }
+
     /// The operator graph, result first, as EXPLAIN prints it.
     pub fn explain(&self, name: &str) -> Vec<String> {
         let mut lines = vec![format!(
@@ -104,6 +118,7 @@ pub fn plan(
         windowed: false,
         aggregates: count_aggregates(plan),
         reads: Vec::new(),
+        non_deterministic: None,
     };
     if planner.aggregates > 1 {
         return Err(unsupported(
@@ -130,6 +145,7 @@ pub fn plan(
             watermark: segment.watermark.filter(|_| !segment.updating),
             updating: segment.updating,
         },
+        non_deterministic: planner.non_deterministic,
         source_line: segment.source_line,
     })
 }
@@ -177,10 +193,14 @@ struct Planner<'a> {
     windowed: bool,
     aggregates: usize,
     reads: Vec<String>,
+    non_deterministic: Option<String>,
 }
 
 impl Planner<'_> {
     fn segment(&mut self, plan: &LogicalPlan) -> Result<Segment> {
+        if self.non_deterministic.is_none() {
+            self.non_deterministic = determinism::non_deterministic_function(plan);
+        }
         match plan {
             LogicalPlan::TableScan(scan) => self.scan(scan),
             LogicalPlan::Projection(projection) => self.projection(projection),

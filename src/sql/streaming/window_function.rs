@@ -103,6 +103,7 @@ impl TableFunctionImpl for WindowFunction {
             slide_ns: integer_argument(exprs, 4)?,
             offset_ns: integer_argument(exprs, 5)?,
         };
+        spec.validate().map_err(external)?;
         // Schema providers answer at once; nothing here awaits I/O.
         let provider = futures::executor::block_on(self.schema.table(&input))?
             .ok_or_else(|| external(WeirError::undefined_table(&input)))?;

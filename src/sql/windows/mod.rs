@@ -5,7 +5,8 @@
 //! and `window_end` to every row of `t` (a table, view or subquery).
 //!
 //! For queries they are rewritten into plain SQL that DataFusion plans:
-//! TUMBLE bins the time column with `date_bin`; HOP lists every window start
+//! TUMBLE bins the time column on its grid (`grid_floor.rs`, a `date_bin`
+//! that fails rather than give NULL before 1677); HOP lists every window start
 //! in `(ts - size, ts]` on the slide grid and unnests them, so a HOP size need
 //! not be a multiple of its slide; CUMULATE lists the ends on the step grid
 //! from the row to the end of its size-long period. Windows align to
@@ -20,11 +21,14 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::error::{Result, WeirError};
+use crate::stream::operators::window_spec::{too_many_windows, WindowKind, MAX_WINDOWS_PER_ROW};
 
 mod flink_spelling;
+pub mod grid_floor;
 mod session;
 
 pub use flink_spelling::normalize_flink_spelling;
+use grid_floor::GRID_FLOOR_FUNCTION_NAME;
 
 const WINDOW_FUNCTIONS: &[&str] = &["TUMBLE", "HOP", "SESSION", "CUMULATE"];
 
@@ -222,12 +226,24 @@ fn window_call(
         }
     };
     let offset = match arguments.get(minimum) {
-        Some(offset) => super::interval::interval_nanoseconds(offset).ok_or_else(|| {
-            WeirError::unsupported(format!(
-                "{function}: offset {offset} must be a constant interval"
-            ))
-            .with_hint(format!("Use {usage}."))
-        })?,
+        Some(offset) => match super::interval::interval_nanoseconds(offset) {
+            Some(nanoseconds) if i64::try_from(nanoseconds).is_ok() => nanoseconds,
+            Some(_) => {
+                return Err(WeirError::new(
+                    crate::error::sqlstate::DATETIME_FIELD_OVERFLOW,
+                    format!("{function}: offset {offset} is longer than the range of timestamps"),
+                )
+                .with_hint(format!(
+                    "Use {usage} with an offset shorter than the window."
+                )))
+            }
+            None => {
+                return Err(WeirError::unsupported(format!(
+                    "{function}: offset {offset} must be a constant interval"
+                ))
+                .with_hint(format!("Use {usage}.")))
+            }
+        },
         None => 0,
     };
     let (slide, size) = match lengths[..] {
@@ -273,7 +289,7 @@ fn window_subquery(
         arguments,
         minimum,
         usage,
-        ..
+        lengths,
     } = window_arguments(function, args)?;
     let (input, default_name) = window_input(arguments[0], function)?;
     let time = match arguments[1] {
@@ -301,27 +317,43 @@ fn window_subquery(
             sample: None,
         });
     }
-    let sql = if function == "TUMBLE" {
-        let size = arguments[2];
-        format!(
-            "SELECT *, date_bin({size}, {time}, {origin}) AS window_start, \
-             date_bin({size}, {time}, {origin}) + {size} AS window_end FROM {input}"
-        )
-    } else if function == "CUMULATE" {
+    // Window starts are floors on the window's grid (grid_floor.rs);
+    // adding an interval to a timestamp fails past 2262 by itself.
+    let floor =
+        |step_ns: i128, at: &str| format!("{GRID_FLOOR_FUNCTION_NAME}({step_ns}, {at}, {origin})");
+    let sql = match (function, &lengths[..], &arguments[2..]) {
+        ("TUMBLE", [size_ns], [size, ..]) => {
+            let start = floor(*size_ns, &time);
+            format!(
+                "SELECT *, {start} AS window_start, {start} + {size} AS window_end FROM {input}"
+            )
+        }
         // Every window of the row's size-long period that ends after it.
-        let (step, size) = (arguments[2], arguments[3]);
-        format!(
-            "SELECT *, date_bin({size}, {time}, {origin}) AS window_start, \
-             unnest(range(date_bin({step}, {time}, {origin}) + {step}, \
-             date_bin({size}, {time}, {origin}) + {size} + {step}, {step})) AS window_end FROM {input}"
-        )
-    } else {
-        let (slide, size) = (arguments[2], arguments[3]);
-        format!(
-            "SELECT *, window_start + {size} AS window_end FROM (\
-             SELECT *, unnest(range(date_bin({slide}, {time} - {size}, {origin}) + {slide}, \
-             date_bin({slide}, {time}, {origin}) + {slide}, {slide})) AS window_start FROM {input}) AS __hop_windows"
-        )
+        ("CUMULATE", [step_ns, size_ns], [step, size, ..]) => {
+            let period = floor(*size_ns, &time);
+            let first_end = floor(*step_ns, &time);
+            format!(
+                "SELECT *, {period} AS window_start, \
+                 unnest(range({first_end} + {step}, {period} + {size} + {step}, {step})) AS window_end FROM {input}"
+            )
+        }
+        // The first start is the slide after ts - size, computed as the
+        // slide at or before ts - (size - slide): the same instant, but no
+        // intermediate time before 1677 when every window starts after it.
+        ("HOP", [slide_ns, _], [slide, size, ..]) => {
+            let first = floor(*slide_ns, &format!("{time} - ({size} - {slide})"));
+            let last = floor(*slide_ns, &time);
+            format!(
+                "SELECT *, window_start + {size} AS window_end FROM (\
+                 SELECT *, unnest(range({first}, {last} + {slide}, {slide})) AS window_start \
+                 FROM {input}) AS __hop_windows"
+            )
+        }
+        _ => {
+            return Err(WeirError::internal(format!(
+                "{function}: unexpected window arguments"
+            )))
+        }
     };
     Ok(TableFactor::Derived {
         lateral: false,
@@ -331,15 +363,21 @@ fn window_subquery(
     })
 }
 
-/// Most windows one row may fall in (HOP size / slide).
-const MAX_WINDOWS_PER_ROW: i128 = 10_000;
-
-/// Window sizes must be positive constant intervals, and a HOP must not put
-/// a row into an unbounded number of windows.
+/// Window sizes must be positive constant intervals no longer than the
+/// timestamp range, and a HOP or CUMULATE must not put a row into an
+/// unbounded number of windows.
 fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<Vec<i128>> {
     let lengths = sizes
         .iter()
         .map(|size| match super::interval::interval_nanoseconds(size) {
+            Some(length) if length > i128::from(i64::MAX) => Err(WeirError::new(
+                crate::error::sqlstate::DATETIME_FIELD_OVERFLOW,
+                format!(
+                    "{function}: {} {size} is longer than the range of timestamps",
+                    length_name(function)
+                ),
+            )
+            .with_hint(format!("Use {usage} with a shorter interval."))),
             Some(length) if length > 0 => Ok(length),
             Some(_) => Err(WeirError::new(
                 crate::error::sqlstate::INVALID_PARAMETER_VALUE,
@@ -358,15 +396,14 @@ fn check_sizes(function: &str, sizes: &[&Expr], usage: &str) -> Result<Vec<i128>
         })
         .collect::<Result<Vec<_>>>()?;
     if let [slide, size] = lengths[..] {
-        if size / slide > MAX_WINDOWS_PER_ROW {
-            return Err(WeirError::new(
-                crate::error::sqlstate::INVALID_PARAMETER_VALUE,
-                format!(
-                    "HOP: size / slide is {}, more than {MAX_WINDOWS_PER_ROW} windows per row",
-                    size / slide
-                ),
-            )
-            .with_hint("Use a larger slide or a smaller size."));
+        let windows = size / slide;
+        if windows > i128::from(MAX_WINDOWS_PER_ROW) {
+            let kind = if function == "CUMULATE" {
+                WindowKind::Cumulate
+            } else {
+                WindowKind::Hop
+            };
+            return Err(too_many_windows(kind, windows as i64));
         }
     }
     Ok(lengths)
@@ -416,7 +453,7 @@ mod tests {
         let rewritten = rewrite(statement).unwrap().to_string();
         assert!(
             rewritten
-                .contains("date_bin(INTERVAL '5' MINUTE, ts, TIMESTAMP '1970-01-01 00:00:00')"),
+                .contains("__weir_window_floor(300000000000, ts, TIMESTAMP '1970-01-01 00:00:00')"),
             "{rewritten}"
         );
         assert!(rewritten.contains(") AS pv GROUP BY"), "{rewritten}");

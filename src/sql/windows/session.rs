@@ -64,10 +64,12 @@ pub fn session_subquery(
          min({time}) OVER ({by_session}) AS window_start, \
          max({time}) OVER ({by_session}) + {gap} AS window_end FROM (\
          SELECT *, sum(__weir_new) OVER ({by_key} ORDER BY {time} ROWS UNBOUNDED PRECEDING) AS __weir_session FROM (\
-         SELECT *, CASE WHEN lag({time}) OVER ({by_key} ORDER BY {time}) + {gap} >= {time} THEN 0 ELSE 1 END AS __weir_new \
+         SELECT *, CASE WHEN lag({time}) OVER ({by_key} ORDER BY {time}) + {gap} >= {time} THEN CAST(0 AS INT) ELSE CAST(1 AS INT) END AS __weir_new \
          FROM {input} WHERE {time} IS NOT NULL) AS __weir_gaps) AS __weir_sessions"
     );
     // GenericDialect: it has SELECT * EXCLUDE, which hides the helpers.
+    // __weir_new is an INT so its running sum stays a bigint (a sum of
+    // bigints is numeric).
     Ok(*Parser::new(&GenericDialect {})
         .try_with_sql(&sql)
         .and_then(|mut parser| parser.parse_query())

@@ -148,10 +148,20 @@ impl AggregateOperator {
         } else {
             window.spec.size_ns
         };
-        Ok(column
+        // The window operator made these starts from windows whose end
+        // fits, so the sum does too; checked so a bug cannot wrap.
+        column
             .iter()
-            .map(|value| value.map(|v| v + shift))
-            .collect())
+            .map(|value| {
+                value
+                    .map(|v| {
+                        v.checked_add(shift).ok_or_else(|| {
+                            WeirError::internal("a window ends past the last timestamp")
+                        })
+                    })
+                    .transpose()
+            })
+            .collect()
     }
 
     fn emit_rows(&self, emitted: Emitted, output: &mut Output) -> Result<()> {

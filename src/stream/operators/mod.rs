@@ -12,6 +12,7 @@ pub mod project;
 pub mod session_aggregate;
 mod session_state;
 pub mod window;
+pub mod window_spec;
 
 pub use aggregate::AggregateOperator;
 pub use emit_on_close::EmitOnCloseOperator;

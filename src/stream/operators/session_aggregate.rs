@@ -24,6 +24,7 @@ use super::aggregate::{
 use super::aggregate_late::LateRow;
 use super::session_state::{decode_sessions, encode_sessions};
 use super::window::{nanoseconds, timestamps};
+use super::window_spec::session_end;
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
@@ -138,7 +139,11 @@ impl SessionAggregateOperator {
         };
         let column = self.groups[index].evaluate(&chunk.rows)?.into_array(rows)?;
         let times = nanoseconds(&column)?;
-        Ok(times.iter().map(|time| time.map(|t| t - shift)).collect())
+        // An end came from `ts + gap`, so `end - gap` fits.
+        Ok(times
+            .iter()
+            .map(|time| time.map(|t| t.saturating_sub(shift)))
+            .collect())
     }
 
     fn key_rows(&self, chunk: &Chunk) -> Result<Vec<Vec<u8>>> {
@@ -417,7 +422,8 @@ impl Operator for SessionAggregateOperator {
             if chunk.diff(row) != 1 {
                 return Err(WeirError::internal("an aggregate received a retraction"));
             }
-            let (ts, end) = (times.value(row), times.value(row).saturating_add(gap));
+            let ts = times.value(row);
+            let end = session_end(ts, gap)?;
             let watermark = chunk.watermark_before(row, self.watermark);
             let touching = self.touching(key, ts, end);
             let sessions = self.sessions.get(key.as_slice());
