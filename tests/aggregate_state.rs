@@ -8,8 +8,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::TestServer;
-use tokio_postgres::{Client, SimpleQueryMessage};
+use common::{sorted_rows as rows, TestServer};
+use tokio_postgres::Client;
 
 /// Column, its SQL type, and the aggregates to run over it (`@` stands for
 /// the column).
@@ -163,25 +163,6 @@ fn create_table_sql() -> String {
          WATERMARK FOR ts AS ts - INTERVAL '1' DAY) APPEND ONLY",
         columns.join(", ")
     )
-}
-
-async fn rows(client: &Client, sql: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    for message in client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    {
-        if let SimpleQueryMessage::Row(row) = message {
-            rows.push(
-                (0..row.len())
-                    .map(|index| row.get(index).unwrap_or("NULL").to_string())
-                    .collect(),
-            );
-        }
-    }
-    rows.sort();
-    rows
 }
 
 /// Equal, up to rounding in the last digits of floating-point results

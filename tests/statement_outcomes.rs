@@ -9,28 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::TestServer;
+use common::{sorted_rows as rows, TestServer};
 use futures::SinkExt;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
-
-async fn rows(client: &Client, sql: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    for message in client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    {
-        if let SimpleQueryMessage::Row(row) = message {
-            rows.push(
-                (0..row.len())
-                    .map(|index| row.get(index).unwrap_or("NULL").to_string())
-                    .collect(),
-            );
-        }
-    }
-    rows.sort();
-    rows
-}
+use tokio_postgres::{Client, NoTls};
 
 /// splitmix64, so a failure can be replayed.
 struct Rng(u64);

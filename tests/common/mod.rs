@@ -132,3 +132,23 @@ impl Drop for TestServer {
         self.kill();
     }
 }
+
+/// A query's rows as text (NULL for null), sorted.
+pub async fn sorted_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for message in client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    {
+        if let tokio_postgres::SimpleQueryMessage::Row(row) = message {
+            rows.push(
+                (0..row.len())
+                    .map(|index| row.get(index).unwrap_or("NULL").to_string())
+                    .collect(),
+            );
+        }
+    }
+    rows.sort();
+    rows
+}
