@@ -42,6 +42,10 @@ struct ServeOptions {
     /// How often materialized views' running state is checkpointed (0: never).
     #[arg(long, env = "WEIR_CHECKPOINT_INTERVAL_MS", default_value_t = weir::engine::checkpoint::DEFAULT_CHECKPOINT_INTERVAL_MS)]
     checkpoint_interval_ms: u64,
+    /// Memory for the state store's page cache, in MiB (rows and view rows
+    /// live on disk; this much of them is cached).
+    #[arg(long, env = "WEIR_STORE_CACHE_MB", default_value_t = weir::state::DEFAULT_CACHE_BYTES / (1024 * 1024))]
+    store_cache_mb: u64,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -152,7 +156,8 @@ async fn bench(options: BenchOptions) -> weir::error::Result<()> {
 }
 
 async fn serve(options: ServeOptions) -> weir::error::Result<()> {
-    let engine = Engine::open(&options.data_dir).await?;
+    let cache_bytes = options.store_cache_mb.saturating_mul(1024 * 1024);
+    let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
     // Started even at 0, so ALTER SYSTEM can turn checkpoints on.
     engine.start_checkpoints(std::time::Duration::from_millis(
         options.checkpoint_interval_ms,

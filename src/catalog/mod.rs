@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
-use table::{rows_prefix, AppendObserver, DurableTable, TableLog};
+use table::{AppendObserver, DurableTable, TableLog};
 use view_result::{view_rows_prefix, MaterializedViewTable, ViewResult};
 
 /// The database name clients connect to and the one schema it has.
@@ -352,9 +352,11 @@ impl Catalog {
         schema: SchemaRef,
         side_output: Option<SchemaRef>,
     ) -> Result<ViewResults> {
-        let rows = Arc::new(ViewResult::open(definition.id, schema, &*self.store)?);
+        let rows = Arc::new(ViewResult::open(definition.id, schema, self.store.clone())?);
         let late = match (definition.side_output_id, side_output) {
-            (Some(id), Some(schema)) => Some(Arc::new(ViewResult::open(id, schema, &*self.store)?)),
+            (Some(id), Some(schema)) => {
+                Some(Arc::new(ViewResult::open(id, schema, self.store.clone())?))
+            }
             (None, None) => None,
             _ => {
                 return Err(WeirError::new(
@@ -452,14 +454,20 @@ impl Catalog {
         batch.delete(definition_key(definition.id));
         match kind {
             RelationKind::Table => {
-                batch.delete_prefix(rows_prefix(definition.id));
+                batch.delete_prefix(table::entries_prefix(definition.id));
+                batch.delete_prefix(table::legacy_rows_prefix(definition.id));
+                batch.delete(table::head_key(definition.id));
                 batch.delete_prefix(table::ticks_prefix(definition.id));
             }
-            RelationKind::MaterializedView => batch.delete_prefix(view_rows_prefix(definition.id)),
+            RelationKind::MaterializedView => {
+                batch.delete_prefix(view_rows_prefix(definition.id));
+                batch.delete(view_result::view_head_key(definition.id));
+            }
             RelationKind::View => {}
         }
         if let Some(id) = definition.side_output_id {
             batch.delete_prefix(view_rows_prefix(id));
+            batch.delete(view_result::view_head_key(id));
         }
         self.store.commit(batch)?;
         self.schema.deregister_table(name)?;

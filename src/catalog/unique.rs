@@ -104,6 +104,13 @@ impl UniqueIndex {
     pub fn insert(&mut self, keys: Vec<OwnedRow>) {
         self.keys.extend(keys);
     }
+
+    /// Takes back keys of a write that did not commit.
+    pub fn remove(&mut self, keys: &[OwnedRow]) {
+        for key in keys {
+            self.keys.remove(key);
+        }
+    }
 }
 
 #[cfg(test)]

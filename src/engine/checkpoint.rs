@@ -172,7 +172,7 @@ impl Engine {
                 continue;
             };
             let offset = flow.offset(&definition.name);
-            let total = log.row_count() as u64;
+            let total = log.row_count();
             if offset > total {
                 return Err(WeirError::new(
                     sqlstate::DATA_CORRUPTED,
@@ -182,7 +182,9 @@ impl Engine {
                     ),
                 ));
             }
-            flow.push(&definition.name, log.history_from(offset)?)?;
+            for chunk in log.history_from(offset)? {
+                flow.push(&definition.name, chunk?)?;
+            }
             flow.advance_offset(&definition.name, total - offset);
             replayed += total - offset;
         }

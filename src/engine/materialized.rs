@@ -12,7 +12,7 @@ use datafusion::sql::parser::Statement as DataFusionStatement;
 use datafusion::sql::sqlparser::ast;
 
 use super::{CommandDone, Engine, Notice};
-use crate::catalog::table::CommitGate;
+use crate::catalog::table::{CommitGate, History};
 use crate::catalog::view_result::ViewResult;
 use crate::catalog::{side_output_name, Catalog, RelationDefinition, RelationKind, ViewResults};
 use crate::error::{Result, WeirError};
@@ -162,7 +162,7 @@ impl Engine {
             results,
             pipeline,
             table_history: table.as_ref().map(|log| log.history()).transpose()?,
-            table_rows: table.as_ref().map(|log| log.row_count() as u64),
+            table_rows: table.as_ref().map(|log| log.row_count()),
             input,
         };
         let dataflow = self.dataflow.clone();
@@ -286,7 +286,7 @@ struct NewView {
     pipeline: ViewPipeline,
     input: String,
     /// The input table's history (None when the input is a view).
-    table_history: Option<Vec<Message>>,
+    table_history: Option<History>,
     table_rows: Option<u64>,
 }
 
@@ -306,13 +306,17 @@ fn backfill_and_commit(
         )
         .with_hint("Retry the statement."));
     }
-    let history = match view.table_history {
-        Some(history) => history,
+    let history: Box<dyn Iterator<Item = Result<Vec<Message>>> + Send> = match view.table_history {
+        Some(history) => Box::new(history),
         None => view_history(catalog.view_result(&view.input))?,
     };
     flow.add_view(view.pipeline);
     let backfilled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        flow.push_to(Some(&view.name), &view.input, history)
+        let mut writes = WriteBatch::new();
+        for chunk in history {
+            writes.extend(flow.push_to(Some(&view.name), &view.input, chunk?)?);
+        }
+        Ok(writes)
     }))
     .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));
     // The cancel point: past it the view commits (or the store fails).
@@ -380,14 +384,20 @@ fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Res
     ))
 }
 
-/// A materialized view's current rows as the messages a new reader starts from.
-fn view_history(result: Option<Arc<ViewResult>>) -> Result<Vec<Message>> {
+/// A materialized view's current rows as the messages a new reader starts
+/// from, a batch at a time.
+fn view_history(
+    result: Option<Arc<ViewResult>>,
+) -> Result<Box<dyn Iterator<Item = Result<Vec<Message>>> + Send>> {
     let result = result.ok_or_else(|| WeirError::internal("view input is missing"))?;
-    let mut messages = vec![Message::batch(Chunk::inserts(result.snapshot()?))];
-    if let Some(watermark) = result.watermark_ns() {
-        messages.push(Message::Watermark(watermark));
-    }
-    Ok(messages)
+    let rows = result
+        .rows(None)?
+        .read()?
+        .map(|batch| batch.map(|rows| vec![Message::batch(Chunk::inserts(rows))]));
+    let watermark = result
+        .watermark_ns()
+        .map(|watermark| Ok(vec![Message::Watermark(watermark)]));
+    Ok(Box::new(rows.chain(watermark)))
 }
 
 fn view_name(name: &ast::ObjectName) -> Result<String> {

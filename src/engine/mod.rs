@@ -51,13 +51,21 @@ pub struct Engine {
 impl Engine {
     /// Opens (or creates) the database in `data_directory` and recovers it.
     pub async fn open(data_directory: &Path) -> Result<Arc<Engine>> {
+        Engine::open_with_cache(data_directory, crate::state::DEFAULT_CACHE_BYTES).await
+    }
+
+    /// Like `open`, with the state store's page cache at `cache_bytes`.
+    pub async fn open_with_cache(data_directory: &Path, cache_bytes: u64) -> Result<Arc<Engine>> {
         std::fs::create_dir_all(data_directory).map_err(|error| {
             WeirError::io(format!(
                 "cannot create the data directory {}: {error}",
                 data_directory.display()
             ))
         })?;
-        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(&data_directory.join("state"))?);
+        let store: Arc<dyn StateStore> = Arc::new(SledStore::open_with_cache(
+            &data_directory.join("state"),
+            cache_bytes,
+        )?);
         let context = new_context()?;
         let schema = context
             .catalog(DATABASE_NAME)

@@ -31,7 +31,7 @@ use super::parameters::bound_values;
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
 use crate::engine::{CommandDone, Engine};
 use crate::error::{sqlstate, WeirError};
-use crate::session::{bound_type, CopyIn, Outcome, Prepared, Session};
+use crate::session::{bound_type, CopyInProgress, Outcome, Prepared, Session};
 
 /// The handlers of one connection; cancel and startup share the server's
 /// connection registry so a cancel request can find its target.
@@ -125,8 +125,7 @@ pub struct SessionHandler {
 }
 
 struct PendingCopy {
-    copy: CopyIn,
-    data: Vec<u8>,
+    copy: CopyInProgress,
 }
 
 impl SessionHandler {
@@ -184,10 +183,8 @@ impl SessionHandler {
             }
             Outcome::CopyIn(copy) => {
                 let columns = copy.columns.fields().len();
-                self.set_pending_copy(Some(PendingCopy {
-                    copy,
-                    data: Vec::new(),
-                }));
+                let copy = self.session.start_copy(copy).await;
+                self.set_pending_copy(Some(PendingCopy { copy }));
                 Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
             }
         };
@@ -375,7 +372,7 @@ impl CopyHandler for SessionHandler {
         let mut pending = self.pending_copy.lock().unwrap_or_else(|p| p.into_inner());
         match pending.as_mut() {
             Some(pending) => {
-                pending.data.extend_from_slice(&copy_data.data);
+                pending.copy.data(&copy_data.data);
                 Ok(())
             }
             None => Err(to_pgwire(WeirError::new(
@@ -404,7 +401,7 @@ impl CopyHandler for SessionHandler {
         };
         let done = self
             .session
-            .finish_copy(&pending.copy, &pending.data)
+            .finish_copy(pending.copy)
             .await
             .map_err(to_pgwire)?;
         client

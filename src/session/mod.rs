@@ -3,6 +3,7 @@
 //! and result types) and `execute` (with bound parameters). The server turns
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
+mod copy;
 mod parameters;
 mod results;
 mod settings;
@@ -18,10 +19,11 @@ use datafusion::physical_plan::{collect, execute_stream};
 use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::table::{CommitGate, TableLog};
-use crate::connectors::pg_copy::{self, CopyOptions};
+use crate::connectors::pg_copy::CopyOptions;
 use crate::engine::{CommandDone, Engine, Notice};
 use crate::error::{Result, WeirError};
 use crate::sql;
+pub use copy::CopyInProgress;
 pub use parameters::bound_type;
 pub use settings::{parse_milliseconds, Reported, Settings};
 pub use utility::Utility;
@@ -510,27 +512,6 @@ impl Session {
             columns,
             options: options.clone(),
         }))
-    }
-
-    /// Decodes and durably appends a finished COPY's data.
-    pub async fn finish_copy(&self, copy: &CopyIn, data: &[u8]) -> Result<CommandDone> {
-        let text = std::str::from_utf8(data).map_err(|error| {
-            WeirError::new(
-                crate::error::sqlstate::BAD_COPY_FILE_FORMAT,
-                format!("COPY data is not valid UTF-8: {error}"),
-            )
-        })?;
-        let batch = pg_copy::decode(text, &copy.options, &copy.columns)?;
-        let batch = pg_copy::widen(&batch, &copy.table.schema())?;
-        let rows = match copy.table.append(vec![batch], Some(&self.gate)).await {
-            Ok(rows) => rows,
-            Err(error) => {
-                self.engine.repair_views().await;
-                return Err(error);
-            }
-        };
-        self.note_write(rows);
-        Ok(CommandDone::new("COPY").with_rows(rows))
     }
 }
 

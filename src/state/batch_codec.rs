@@ -17,13 +17,23 @@ pub fn encode_batch(batch: &RecordBatch) -> Result<Vec<u8>> {
 
 /// The batches in `value`; `what` names the value in the corruption error.
 pub fn decode_batches(value: &[u8], what: &str) -> Result<Vec<RecordBatch>> {
+    decode_batches_projected(value, what, None)
+}
+
+/// Like `decode_batches`, decoding only the `projection` columns.
+pub fn decode_batches_projected(
+    value: &[u8],
+    what: &str,
+    projection: Option<&[usize]>,
+) -> Result<Vec<RecordBatch>> {
     let corrupt = |error: String| {
         WeirError::new(
             sqlstate::DATA_CORRUPTED,
             format!("{what} cannot be decoded: {error}"),
         )
     };
-    let reader = StreamReader::try_new(value, None).map_err(|error| corrupt(error.to_string()))?;
+    let reader = StreamReader::try_new(value, projection.map(<[usize]>::to_vec))
+        .map_err(|error| corrupt(error.to_string()))?;
     reader
         .map(|batch| batch.map_err(|error| corrupt(error.to_string())))
         .collect()

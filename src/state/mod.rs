@@ -7,7 +7,7 @@ pub mod batch_codec;
 mod envelope;
 mod sled_store;
 
-pub use sled_store::SledStore;
+pub use sled_store::{SledStore, DEFAULT_CACHE_BYTES};
 
 use crate::error::Result;
 
@@ -77,7 +77,21 @@ pub trait StateStore: Send + Sync + 'static {
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
 
     fn commit(&self, batch: WriteBatch) -> Result<()>;
+
+    /// Applies `batch` atomically without waiting for the disk: it becomes
+    /// durable with the next `commit`. For data nothing refers to yet (rows
+    /// a statement spills before its commit makes them visible).
+    fn stage(&self, batch: WriteBatch) -> Result<()>;
+
+    /// Entries with `start <= key < end`, in key order, read lazily.
+    fn scan_range(&self, start: &[u8], end: &[u8]) -> Entries;
+
+    /// The last entry with `start <= key <= at`, if any.
+    fn last_at_or_before(&self, start: &[u8], at: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>>;
 }
+
+/// A lazy, ordered scan of stored entries.
+pub type Entries = Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + Send>;
 
 /// Keys are built from parts joined by `/`, with integers big-endian so that
 /// key order is numeric order.

@@ -3,17 +3,27 @@
 use std::path::Path;
 
 use super::envelope;
-use super::{StateStore, WriteBatch, WriteOperation};
+use super::{Entries, StateStore, WriteBatch, WriteOperation};
 use crate::error::{Result, WeirError};
 
 pub struct SledStore {
     database: sled::Db,
 }
 
+/// sled's page cache when nothing else is asked for (sled's own default is
+/// 1 GiB, which would dominate a server whose live state is small).
+pub const DEFAULT_CACHE_BYTES: u64 = 128 * 1024 * 1024;
+
 impl SledStore {
     pub fn open(directory: &Path) -> Result<Self> {
+        SledStore::open_with_cache(directory, DEFAULT_CACHE_BYTES)
+    }
+
+    /// Opens the store with a page cache of about `cache_bytes`.
+    pub fn open_with_cache(directory: &Path, cache_bytes: u64) -> Result<Self> {
         let database = sled::Config::new()
             .path(directory)
+            .cache_capacity(cache_bytes)
             .mode(sled::Mode::HighThroughput)
             .open()
             .map_err(|error| {
@@ -50,6 +60,13 @@ impl StateStore for SledStore {
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
+        self.stage(batch)?;
+        // The acknowledgement promise: nothing is reported done before fsync.
+        self.database.flush().map_err(io_error)?;
+        Ok(())
+    }
+
+    fn stage(&self, batch: WriteBatch) -> Result<()> {
         let mut sled_batch = sled::Batch::default();
         for operation in batch.operations {
             match operation {
@@ -62,10 +79,40 @@ impl StateStore for SledStore {
                 }
             }
         }
-        self.database.apply_batch(sled_batch).map_err(io_error)?;
-        // The acknowledgement promise: nothing is reported done before fsync.
-        self.database.flush().map_err(io_error)?;
-        Ok(())
+        self.database.apply_batch(sled_batch).map_err(io_error)
+    }
+
+    fn scan_range(&self, start: &[u8], end: &[u8]) -> Entries {
+        if start >= end {
+            return Box::new(std::iter::empty());
+        }
+        Box::new(
+            self.database
+                .range(start.to_vec()..end.to_vec())
+                .map(|entry| {
+                    let (key, sealed) = entry.map_err(io_error)?;
+                    let payload = envelope::open(&key, &sealed)?;
+                    Ok((key.to_vec(), payload))
+                }),
+        )
+    }
+
+    fn last_at_or_before(&self, start: &[u8], at: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if start > at {
+            return Ok(None);
+        }
+        match self
+            .database
+            .range(start.to_vec()..=at.to_vec())
+            .next_back()
+        {
+            Some(entry) => {
+                let (key, sealed) = entry.map_err(io_error)?;
+                let payload = envelope::open(&key, &sealed)?;
+                Ok(Some((key.to_vec(), payload)))
+            }
+            None => Ok(None),
+        }
     }
 }
 
@@ -90,6 +137,29 @@ mod tests {
         store.commit(batch).unwrap();
         assert!(store.scan_prefix(b"a/").unwrap().is_empty());
         assert_eq!(store.get(b"b/1").unwrap().unwrap(), b"other");
+    }
+
+    #[test]
+    fn ranges_and_the_last_entry_before_a_key() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SledStore::open(directory.path()).unwrap();
+        let mut batch = WriteBatch::new();
+        for key in [b"r/1", b"r/3", b"r/5", b"s/0"] {
+            batch.put(key.to_vec(), key.to_vec());
+        }
+        store.stage(batch).unwrap();
+        let keys = |start: &[u8], end: &[u8]| -> Vec<Vec<u8>> {
+            store
+                .scan_range(start, end)
+                .map(|entry| entry.unwrap().0)
+                .collect()
+        };
+        assert_eq!(keys(b"r/1", b"r/5"), vec![b"r/1".to_vec(), b"r/3".to_vec()]);
+        assert!(keys(b"r/5", b"r/1").is_empty());
+        let last = |at: &[u8]| store.last_at_or_before(b"r/", at).unwrap().map(|e| e.0);
+        assert_eq!(last(b"r/4"), Some(b"r/3".to_vec()));
+        assert_eq!(last(b"r/5"), Some(b"r/5".to_vec()));
+        assert_eq!(last(b"r/0"), None);
     }
 
     #[test]

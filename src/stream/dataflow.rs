@@ -310,24 +310,29 @@ impl crate::catalog::table::AppendObserver for SharedDataflow {
     fn append_and_commit(
         &self,
         table: &str,
-        messages: Vec<Message>,
+        messages: crate::catalog::table::MessageChunks<'_>,
         commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
     ) -> Result<()> {
         let mut flow = self.lock();
         if !flow.has_readers(table) {
             return commit(WriteBatch::new());
         }
-        let rows: usize = messages
-            .iter()
-            .map(|message| match message {
-                Message::Batch(chunk) => chunk.num_rows(),
-                _ => 0,
-            })
-            .sum();
-        let writes = flow.push(table, messages)?;
+        let mut writes = WriteBatch::new();
+        let mut rows = 0;
+        for chunk in messages {
+            let chunk = chunk?;
+            rows += chunk
+                .iter()
+                .map(|message| match message {
+                    Message::Batch(chunk) => chunk.num_rows() as u64,
+                    _ => 0,
+                })
+                .sum::<u64>();
+            writes.extend(flow.push(table, chunk)?);
+        }
         commit(writes)?;
         flow.publish();
-        flow.advance_offset(table, rows as u64);
+        flow.advance_offset(table, rows);
         Ok(())
     }
 

@@ -48,6 +48,17 @@ impl WatermarkTracker {
         from_rows.max(self.floor_ns)
     }
 
+    /// The largest event time seen so far.
+    pub fn max_event_ns(&self) -> Option<i64> {
+        self.max_event_ns
+    }
+
+    /// Notes that rows up to event time `max_event_ns` were seen (a table
+    /// reopened from its stored head, or read from the middle of its log).
+    pub fn seen_up_to(&mut self, max_event_ns: Option<i64>) {
+        self.max_event_ns = self.max_event_ns.max(max_event_ns);
+    }
+
     /// Raises the watermark to at least `watermark_ns` (never lowers it).
     pub fn raise_to(&mut self, watermark_ns: i64) {
         self.floor_ns = Some(self.floor_ns.map_or(watermark_ns, |f| f.max(watermark_ns)));

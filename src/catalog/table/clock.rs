@@ -13,6 +13,7 @@ use datafusion::arrow::array::{ArrayRef, TimestampNanosecondArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::record_batch::RecordBatch;
 
+use super::append::messages_once;
 use super::{commit_with_views, TableLog};
 use crate::catalog::StreamDefinition;
 use crate::error::{Result, WeirError};
@@ -73,7 +74,7 @@ fn tick_key(table_id: u64, offset: u64) -> Vec<u8> {
 pub fn load_ticks(store: &dyn StateStore, table_id: u64) -> Result<BTreeMap<u64, i64>> {
     let mut ticks = BTreeMap::new();
     for (stored_key, value) in store.scan_prefix(&ticks_prefix(table_id))? {
-        let offset = super::sequence_of(&stored_key);
+        let offset = offset_of(&stored_key);
         let watermark = decode_i64(&value).ok_or_else(|| {
             WeirError::new(
                 crate::error::sqlstate::DATA_CORRUPTED,
@@ -83,6 +84,13 @@ pub fn load_ticks(store: &dyn StateStore, table_id: u64) -> Result<BTreeMap<u64,
         ticks.insert(offset, watermark);
     }
     Ok(ticks)
+}
+
+fn offset_of(stored_key: &[u8]) -> u64 {
+    let tail = &stored_key[stored_key.len().saturating_sub(8)..];
+    let mut bytes = [0u8; 8];
+    bytes[8 - tail.len()..].copy_from_slice(tail);
+    u64::from_be_bytes(bytes)
 }
 
 pub fn unix_now_ns() -> i64 {
@@ -115,7 +123,7 @@ impl TableLog {
                 return Ok(());
             }
             tracker.raise_to(watermark_ns);
-            let offset = log.row_count() as u64;
+            let offset = log.row_count();
             let mut write = WriteBatch::new();
             write.put(tick_key(log.id, offset), encode_i64(watermark_ns));
             let messages = vec![Message::Watermark(watermark_ns)];
@@ -132,7 +140,7 @@ impl TableLog {
                 write,
                 observer,
                 &log.name,
-                messages,
+                &mut messages_once(messages),
                 &mut publish,
             );
             drop(writer);

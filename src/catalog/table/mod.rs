@@ -1,46 +1,54 @@
 //! `DurableTable`: a table whose rows are an append-only log in the state
-//! store, one entry per write, and a copy in memory for queries.
+//! store (`entries`), read back as a stream for queries, backfills and
+//! recovery; memory holds the head (row count, watermark), not the rows.
 //!
-//! A write is acknowledged only after its log entry is committed (fsync). The
-//! log is also what later streaming issues replay from: entry sequence numbers
-//! are the table's offsets.
+//! A write is acknowledged only after the commit that moves the head past
+//! its rows (fsync). Row offsets in the log are the table's offsets for
+//! checkpoints.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::Session as DataFusionSession;
 use datafusion::common::{Constraints, DataFusionError};
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::streaming::StreamingTableExec;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
 mod append;
 mod clock;
 mod commit_gate;
+mod entries;
+mod history;
+mod legacy;
+mod scan;
 
+pub use append::BulkWrite;
 pub use clock::{ticks_prefix, unix_now_ns};
 pub use commit_gate::CommitGate;
+pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
+pub use history::History;
 
 use super::unique::UniqueIndex;
 use super::StreamDefinition;
 use crate::error::{Result, WeirError};
-use crate::state::batch_codec::decode_batches;
-use crate::state::{key, StateStore, WriteBatch};
-use crate::stream::dataflow::source_messages;
+use crate::state::{StateStore, WriteBatch};
 use crate::stream::{Message, WatermarkTracker};
 use append::commit_with_views;
 use clock::{load_ticks, Clock};
+use entries::{EntryReader, LogHead};
 
-/// Rows per stored log entry; bigger writes are split so no value is huge.
+/// Rows per stored log entry; bigger writes are split so no value is huge,
+/// and a statement keeps at most this many rows in memory before spilling.
 const ROWS_PER_ENTRY: usize = 64 * 1024;
 
 /// The DataFusion face of a table: schema, constraints, defaults, and the log.
@@ -51,6 +59,9 @@ pub struct DurableTable {
     column_defaults: HashMap<String, Expr>,
 }
 
+/// The rows of a write, read chunk by chunk as the views consume them.
+pub type MessageChunks<'a> = &'a mut dyn Iterator<Item = Result<Vec<Message>>>;
+
 /// Told about every write before it commits, under the table's writer
 /// lock; returns writes (e.g. view changes) to commit atomically with it.
 pub trait AppendObserver: Send + Sync {
@@ -60,14 +71,14 @@ pub trait AppendObserver: Send + Sync {
     fn append_and_commit(
         &self,
         table: &str,
-        messages: Vec<Message>,
+        messages: MessageChunks<'_>,
         commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
     ) -> Result<()>;
     /// Something failed part-way: observed state is ahead.
     fn on_commit_failed(&self);
 }
 
-/// The rows of one table: durable log plus in-memory copy.
+/// A table's log: where its rows are and what is known about them.
 pub struct TableLog {
     id: u64,
     name: String,
@@ -77,7 +88,8 @@ pub struct TableLog {
     /// The lock serialises writers so log order equals the order in which
     /// rows become visible, and key checks see every earlier write.
     writer: Arc<tokio::sync::Mutex<Writer>>,
-    rows: RwLock<Vec<RecordBatch>>,
+    /// Rows committed and visible to queries (the head's row count).
+    visible_rows: AtomicU64,
     /// For a table with WATERMARK FOR: its event-time watermark.
     watermark: Option<Mutex<WatermarkTracker>>,
     /// How the watermark moves without rows (PROCTIME, idle timeout).
@@ -92,7 +104,6 @@ pub struct TableLog {
 pub struct WritesPaused<'a>(#[allow(dead_code)] tokio::sync::MutexGuard<'a, Writer>);
 
 pub struct Writer {
-    next_sequence: u64,
     unique: Vec<UniqueIndex>,
 }
 
@@ -100,18 +111,6 @@ impl fmt::Debug for TableLog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TableLog").field("id", &self.id).finish()
     }
-}
-
-pub fn rows_prefix(table_id: u64) -> Vec<u8> {
-    let mut prefix = key(&[b"rows", &table_id.to_be_bytes()]);
-    prefix.push(b'/');
-    prefix
-}
-
-fn entry_key(table_id: u64, sequence: u64) -> Vec<u8> {
-    let mut entry = rows_prefix(table_id);
-    entry.extend_from_slice(&sequence.to_be_bytes());
-    entry
 }
 
 impl DurableTable {
@@ -133,7 +132,8 @@ impl DurableTable {
 }
 
 impl TableLog {
-    /// Opens a table's log, loading every stored entry.
+    /// Opens a table's log: its head, ticks and (for a table with unique
+    /// keys) its key index; rows stay in the store.
     pub fn open(
         id: u64,
         name: &str,
@@ -143,30 +143,16 @@ impl TableLog {
         store: Arc<dyn StateStore>,
         observer: Option<Arc<dyn AppendObserver>>,
     ) -> Result<Self> {
-        let watermark = stream.and_then(|stream| stream.watermark.as_ref());
-        let mut rows = Vec::new();
-        let mut next_sequence = 0;
-        for (stored_key, value) in store.scan_prefix(&rows_prefix(id))? {
-            rows.extend(decode_entry(&stored_key, &value, &schema)?);
-            next_sequence = sequence_of(&stored_key) + 1;
-        }
-        let mut tracker = match watermark {
-            Some(definition) => {
-                let column = schema.index_of(&definition.column).map_err(|_| {
-                    WeirError::internal(format!(
-                        "watermark column {} is missing",
-                        definition.column
-                    ))
-                })?;
-                Some(WatermarkTracker::new(column, definition.delay_ms))
-            }
-            None => None,
+        let mut tracker = watermark_tracker(stream, &schema)?;
+        let head = match entries::load_head(&*store, id)? {
+            Some(head) => head,
+            None => legacy::migrate(&*store, id, &schema, tracker.clone())?,
         };
+        // Rows a statement spilled before a crash or failure are not the table's.
+        entries::delete_from(&*store, id, head.rows)?;
         let ticks = load_ticks(&*store, id)?;
         if let Some(tracker) = tracker.as_mut() {
-            for batch in &rows {
-                tracker.advance(batch)?;
-            }
+            tracker.seen_up_to(head.max_event_ns);
             if let Some(highest) = ticks.values().max() {
                 tracker.raise_to(*highest);
             }
@@ -179,10 +165,13 @@ impl TableLog {
         };
         let clock = Clock::new(stream, tracker.as_ref().and_then(|t| t.current_ns()));
         let mut unique = UniqueIndex::for_constraints(name, &schema, constraints)?;
-        for index in &mut unique {
-            for batch in &rows {
-                let keys = index.check(batch)?;
-                index.insert(keys);
+        if !unique.is_empty() {
+            for entry in EntryReader::new(&*store, id, schema.clone(), None, 0, head.rows)? {
+                let rows = entry?.rows;
+                for index in &mut unique {
+                    let keys = index.check(&rows)?;
+                    index.insert(keys);
+                }
             }
         }
         Ok(TableLog {
@@ -191,11 +180,8 @@ impl TableLog {
             observer,
             schema,
             store,
-            writer: Arc::new(tokio::sync::Mutex::new(Writer {
-                next_sequence,
-                unique,
-            })),
-            rows: RwLock::new(rows),
+            writer: Arc::new(tokio::sync::Mutex::new(Writer { unique })),
+            visible_rows: AtomicU64::new(head.rows),
             watermark: tracker.map(Mutex::new),
             clock: clock.map(Mutex::new),
             proctime,
@@ -234,81 +220,68 @@ impl TableLog {
     /// Every stored row as the messages a live append would have produced
     /// (same watermark per row), for backfilling a new view or rebuilding
     /// views on start.
-    pub fn history(&self) -> Result<Vec<Message>> {
+    pub fn history(&self) -> Result<History> {
         self.history_from(0)
     }
 
     /// The history after the first `offset` rows (recovery from a
     /// checkpoint); the skipped rows still move the watermark. Watermarks
     /// raised between rows come back where they were raised.
-    pub fn history_from(&self, offset: u64) -> Result<Vec<Message>> {
-        let mut tracker = self.watermark.as_ref().map(|tracker| {
+    pub fn history_from(&self, offset: u64) -> Result<History> {
+        let to = self.row_count();
+        let tracker = self.watermark.as_ref().map(|tracker| {
             tracker
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .restarted()
         });
         let ticks = self.ticks.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut position = 0u64;
-        let mut messages = Vec::new();
-        let raise =
-            |at: u64, tracker: &mut Option<WatermarkTracker>, messages: &mut Vec<Message>| {
-                if let (Some(watermark), Some(tracker)) = (ticks.get(&at), tracker.as_mut()) {
-                    tracker.raise_to(*watermark);
-                    if at >= offset {
-                        messages.push(Message::Watermark(*watermark));
-                    }
-                }
-            };
-        for batch in self.snapshot() {
-            raise(position, &mut tracker, &mut messages);
-            let skipped = (offset.saturating_sub(position) as usize).min(batch.num_rows());
-            if let Some(tracker) = tracker.as_mut() {
-                tracker.advance(&batch.slice(0, skipped))?;
-            }
-            if skipped < batch.num_rows() {
-                let tail = batch.slice(skipped, batch.num_rows() - skipped);
-                messages.extend(source_messages(tail, tracker.as_mut())?);
-            }
-            position += batch.num_rows() as u64;
+        let entries =
+            EntryReader::new(&*self.store, self.id, self.schema.clone(), None, offset, to)?;
+        Ok(History::new(entries, tracker, ticks, offset, to))
+    }
+
+    /// Rows committed so far.
+    pub fn row_count(&self) -> u64 {
+        self.visible_rows.load(Ordering::Acquire)
+    }
+
+    /// The head a commit writes: `rows` in all, events seen up to the tracker.
+    fn head_after(&self, rows: u64, tracker: Option<&WatermarkTracker>) -> LogHead {
+        LogHead {
+            rows,
+            max_event_ns: tracker.and_then(WatermarkTracker::max_event_ns),
         }
-        raise(position, &mut tracker, &mut messages);
-        Ok(messages)
     }
 
-    pub fn row_count(&self) -> usize {
-        self.snapshot().iter().map(RecordBatch::num_rows).sum()
-    }
-
-    /// The rows visible now; cheap (batches are reference counted).
-    pub fn snapshot(&self) -> Vec<RecordBatch> {
-        self.rows
-            .read()
-            .map(|rows| rows.clone())
-            .unwrap_or_default()
-    }
-}
-
-fn sequence_of(stored_key: &[u8]) -> u64 {
-    let tail = &stored_key[stored_key.len().saturating_sub(8)..];
-    let mut bytes = [0u8; 8];
-    bytes[8 - tail.len()..].copy_from_slice(tail);
-    u64::from_be_bytes(bytes)
-}
-
-fn decode_entry(stored_key: &[u8], value: &[u8], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let what = format!("table rows at {:?}", String::from_utf8_lossy(stored_key));
-    decode_batches(value, &what)?
-        .into_iter()
-        .map(|batch| {
-            RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|error| {
-                WeirError::new(
-                    crate::error::sqlstate::DATA_CORRUPTED,
-                    format!("{what} do not match the table: {error}"),
-                )
-            })
+    /// A scan of the rows committed now, with only `projection`'s columns.
+    pub fn scan(&self, projection: Option<&Vec<usize>>) -> Result<scan::TableScan> {
+        let schema = match projection {
+            Some(columns) => Arc::new(self.schema.project(columns)?),
+            None => self.schema.clone(),
+        };
+        Ok(scan::TableScan {
+            store: self.store.clone(),
+            table_id: self.id,
+            schema,
+            projection: projection.cloned(),
+            from: 0,
+            to: self.row_count(),
         })
-        .collect()
+    }
+}
+
+fn watermark_tracker(
+    stream: Option<&StreamDefinition>,
+    schema: &SchemaRef,
+) -> Result<Option<WatermarkTracker>> {
+    let Some(definition) = stream.and_then(|stream| stream.watermark.as_ref()) else {
+        return Ok(None);
+    };
+    let column = schema.index_of(&definition.column).map_err(|_| {
+        WeirError::internal(format!("watermark column {} is missing", definition.column))
+    })?;
+    Ok(Some(WatermarkTracker::new(column, definition.delay_ms)))
 }
 
 #[async_trait]
@@ -336,12 +309,14 @@ impl TableProvider for DurableTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let exec = MemorySourceConfig::try_new_exec(
-            &[self.log.snapshot()],
-            self.log.schema.clone(),
-            projection.cloned(),
-        )?;
-        Ok(exec)
+        let scan = self
+            .log
+            .scan(projection)
+            .map_err(|error| DataFusionError::External(Box::new(error)))?;
+        let schema = scan.schema.clone();
+        let exec =
+            StreamingTableExec::try_new(schema, vec![Arc::new(scan)], None, [], false, None)?;
+        Ok(Arc::new(exec))
     }
 
     async fn insert_into(
@@ -385,16 +360,14 @@ impl DataSink for TableSink {
         mut data: SendableRecordBatchStream,
         context: &Arc<TaskContext>,
     ) -> datafusion::error::Result<u64> {
-        // A statement is all or nothing: collect, then commit once.
-        let mut batches = Vec::new();
+        // A statement is all or nothing: spill as rows come, commit once.
+        let external = |error: WeirError| DataFusionError::External(Box::new(error));
+        let mut write = BulkWrite::begin(self.log.clone()).await;
         while let Some(batch) = data.next().await {
-            batches.push(batch?);
+            write.add(batch?).map_err(external)?;
         }
         let gate = context.session_config().get_extension::<CommitGate>();
-        self.log
-            .append(batches, gate.as_deref())
-            .await
-            .map_err(|error| DataFusionError::External(Box::new(error)))
+        write.commit(gate.as_deref()).await.map_err(external)
     }
 }
 

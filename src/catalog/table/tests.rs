@@ -4,6 +4,7 @@ use super::*;
 use crate::state::SledStore;
 use datafusion::arrow::array::{Int64Array, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -21,6 +22,31 @@ fn batch(ids: &[i64], names: &[&str]) -> RecordBatch {
         ],
     )
     .unwrap()
+}
+
+fn ids_of(range: std::ops::Range<i64>) -> Vec<i64> {
+    range.collect()
+}
+
+/// The first column of every committed row, read back from the store.
+fn ids(log: &TableLog) -> Vec<i64> {
+    EntryReader::new(&*log.store, log.id, log.schema(), None, 0, log.row_count())
+        .unwrap()
+        .flat_map(|entry| {
+            let rows = entry.unwrap().rows;
+            let column = rows
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            column.values().to_vec()
+        })
+        .collect()
+}
+
+/// Every message of a history, chunks joined.
+fn messages(history: History) -> Vec<Message> {
+    history.flat_map(|chunk| chunk.unwrap()).collect()
 }
 
 /// A plain table (no stream options) over `store`.
@@ -58,28 +84,21 @@ async fn appended_rows_are_reloaded_in_order() {
 
     let reopened = plain(7, &store);
     assert_eq!(reopened.row_count(), 3);
-    let ids: Vec<i64> = reopened
-        .snapshot()
-        .iter()
-        .flat_map(|batch| {
-            let column = batch
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap();
-            column.values().to_vec()
-        })
-        .collect();
-    assert_eq!(ids, vec![1, 2, 3]);
-    // The next write continues the sequence instead of overwriting entry 0.
+    assert_eq!(ids(&reopened), vec![1, 2, 3]);
+    // The next write continues the log instead of overwriting entry 0.
     reopened
         .append(vec![batch(&[4], &["d"])], None)
         .await
         .unwrap();
     assert_eq!(
-        reopened.store.scan_prefix(&rows_prefix(7)).unwrap().len(),
+        reopened
+            .store
+            .scan_prefix(&entries_prefix(7))
+            .unwrap()
+            .len(),
         3
     );
+    assert_eq!(ids(&plain(7, &store)), vec![1, 2, 3, 4]);
 }
 
 #[tokio::test]
@@ -88,11 +107,14 @@ async fn large_writes_are_split_into_entries() {
     let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
     let log = plain(1, &store);
     let count = ROWS_PER_ENTRY + 10;
-    let ids: Vec<i64> = (0..count as i64).collect();
+    let values: Vec<i64> = (0..count as i64).collect();
     let names = vec!["x"; count];
-    log.append(vec![batch(&ids, &names)], None).await.unwrap();
-    assert_eq!(store.scan_prefix(&rows_prefix(1)).unwrap().len(), 2);
-    assert_eq!(plain(1, &store).row_count(), count);
+    log.append(vec![batch(&values, &names)], None)
+        .await
+        .unwrap();
+    assert_eq!(store.scan_prefix(&entries_prefix(1)).unwrap().len(), 2);
+    assert_eq!(plain(1, &store).row_count(), count as u64);
+    assert_eq!(ids(&plain(1, &store)), ids_of(0..count as i64));
 }
 
 /// A stream of (ts) rows with `WATERMARK FOR ts` and an idle timeout.
@@ -159,18 +181,110 @@ async fn raised_watermarks_are_logged_and_replayed_where_they_happened() {
 
     let reopened = open();
     assert_eq!(reopened.watermark_ns(), Some(100));
-    let watermarks: Vec<i64> = reopened
-        .history()
-        .unwrap()
-        .iter()
+    let watermarks: Vec<i64> = messages(reopened.history().unwrap())
+        .into_iter()
         .filter_map(|message| match message {
-            Message::Watermark(watermark) => Some(*watermark),
+            Message::Watermark(watermark) => Some(watermark),
             _ => None,
         })
         .collect();
     // After the first rows (20), the raise (100), then the 50 row (still 100).
     assert_eq!(watermarks, vec![20, 100, 100]);
     // From a checkpoint after the first two rows the raise still comes back.
-    let tail = reopened.history_from(2).unwrap();
+    let tail = messages(reopened.history_from(2).unwrap());
     assert!(matches!(tail.first(), Some(Message::Watermark(100))));
+    // From the middle of a write, the skipped row still moved the watermark.
+    let tail = messages(reopened.history_from(1).unwrap());
+    let Some(Message::Batch(chunk)) = tail.first() else {
+        panic!("rows first: {tail:?}");
+    };
+    assert_eq!(chunk.num_rows(), 1);
+    assert_eq!(chunk.watermarks.as_ref().unwrap().value(0), 10);
+}
+
+#[tokio::test]
+async fn spilled_rows_stay_invisible_until_the_commit_and_go_if_it_never_comes() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let log = plain(2, &store);
+    log.append(vec![batch(&[1], &["a"])], None).await.unwrap();
+    let many = (0..append::SPILL_ROWS as i64 + 5).collect::<Vec<_>>();
+    let names = vec!["x"; many.len()];
+    let mut write = BulkWrite::begin(log.clone()).await;
+    write.add(batch(&many, &names)).unwrap();
+    assert!(
+        store.scan_prefix(&entries_prefix(2)).unwrap().len() > 1,
+        "rows past the spill bound are in the log"
+    );
+    assert_eq!(log.row_count(), 1, "but not visible");
+    assert_eq!(ids(&plain(2, &store)), vec![1], "nor after a reopen");
+    drop(write);
+    assert_eq!(store.scan_prefix(&entries_prefix(2)).unwrap().len(), 1);
+
+    let mut write = BulkWrite::begin(log.clone()).await;
+    write.add(batch(&many, &names)).unwrap();
+    write.add(batch(&[-1], &["y"])).unwrap();
+    assert_eq!(write.commit(None).await.unwrap(), many.len() as u64 + 1);
+    let mut expected = vec![1];
+    expected.extend(&many);
+    expected.push(-1);
+    assert_eq!(ids(&log), expected);
+    assert_eq!(ids(&plain(2, &store)), expected);
+}
+
+#[tokio::test]
+async fn a_log_in_the_old_layout_is_migrated_on_open() {
+    use crate::state::batch_codec::encode_batch;
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let mut old = WriteBatch::new();
+    for (sequence, rows) in [batch(&[1, 2], &["a", "b"]), batch(&[3], &["c"])]
+        .iter()
+        .enumerate()
+    {
+        let mut entry = legacy_rows_prefix(4);
+        entry.extend_from_slice(&(sequence as u64).to_be_bytes());
+        old.put(entry, encode_batch(rows).unwrap());
+    }
+    store.commit(old).unwrap();
+    let log = plain(4, &store);
+    assert_eq!(ids(&log), vec![1, 2, 3]);
+    assert!(store
+        .scan_prefix(&legacy_rows_prefix(4))
+        .unwrap()
+        .is_empty());
+    log.append(vec![batch(&[4], &["d"])], None).await.unwrap();
+    assert_eq!(ids(&plain(4, &store)), vec![1, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn queries_stream_the_committed_rows_with_any_projection() {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Int64Type;
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let log = plain(5, &store);
+    let many: Vec<i64> = (0..ROWS_PER_ENTRY as i64 * 2 + 3).collect();
+    log.append(vec![batch(&many, &vec!["x"; many.len()])], None)
+        .await
+        .unwrap();
+    log.append(vec![batch(&[-7], &["last"])], None)
+        .await
+        .unwrap();
+    let context = datafusion::prelude::SessionContext::new();
+    let table = DurableTable::new(log.clone(), Constraints::default(), HashMap::new());
+    context.register_table("t", Arc::new(table)).unwrap();
+    let value = |sql: &'static str| {
+        let context = context.clone();
+        async move {
+            let batches = context.sql(sql).await.unwrap().collect().await.unwrap();
+            batches[0].column(0).as_primitive::<Int64Type>().value(0)
+        }
+    };
+    assert_eq!(value("SELECT count(*) FROM t").await, many.len() as i64 + 1);
+    assert_eq!(
+        value("SELECT sum(id) FROM t WHERE name = 'x'").await,
+        many.iter().sum::<i64>()
+    );
+    assert_eq!(value("SELECT id FROM t WHERE name = 'last'").await, -7);
 }

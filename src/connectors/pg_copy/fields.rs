@@ -12,14 +12,20 @@ pub(super) struct Record {
     pub(super) fields: Vec<Option<String>>,
 }
 
-pub(super) fn split_text(data: &str, options: &CopyOptions) -> Result<Vec<Record>> {
+pub(super) fn split_text(
+    data: &str,
+    options: &CopyOptions,
+    first_line: usize,
+) -> Result<Vec<Record>> {
     let mut records = Vec::new();
+    let lines = data.split('\n').count();
     for (index, line) in data.split('\n').enumerate() {
+        let number = first_line + index;
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line == "\\." {
             break;
         }
-        if line.is_empty() && index + 1 == data.split('\n').count() {
+        if line.is_empty() && index + 1 == lines {
             continue;
         }
         let fields = line
@@ -30,12 +36,12 @@ pub(super) fn split_text(data: &str, options: &CopyOptions) -> Result<Vec<Record
                 } else {
                     unescape_text(raw)
                         .map(Some)
-                        .map_err(|message| bad_format(index + 1, message))
+                        .map_err(|message| bad_format(number, message))
                 }
             })
             .collect::<Result<Vec<_>>>()?;
         records.push(Record {
-            line: index + 1,
+            line: number,
             fields,
         });
     }
@@ -80,10 +86,14 @@ fn unescape_text(raw: &str) -> std::result::Result<String, String> {
     Ok(out)
 }
 
-pub(super) fn split_csv(data: &str, options: &CopyOptions) -> Result<Vec<Record>> {
+pub(super) fn split_csv(
+    data: &str,
+    options: &CopyOptions,
+    first_line: usize,
+) -> Result<Vec<Record>> {
     let mut records = Vec::new();
     let mut chars = data.chars().peekable();
-    let mut line = 1;
+    let mut line = first_line;
     while chars.peek().is_some() {
         let start_line = line;
         let mut fields = Vec::new();

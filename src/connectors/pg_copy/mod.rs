@@ -16,6 +16,9 @@ use crate::error::{sqlstate, Result, WeirError};
 use fields::{split_csv, split_text, Record};
 use values::{decode_array, decode_bytea};
 
+pub use chunks::CopyDecoder;
+
+mod chunks;
 mod fields;
 mod values;
 
@@ -68,11 +71,22 @@ fn bad_format(line: usize, message: impl Into<String>) -> WeirError {
 
 /// Decodes `data` into a batch with `schema`'s columns (in that order).
 pub fn decode(data: &str, options: &CopyOptions, schema: &SchemaRef) -> Result<RecordBatch> {
+    decode_from_line(data, options, schema, 1, options.header)
+}
+
+/// Decodes a piece of the data that starts at line `first_line`.
+fn decode_from_line(
+    data: &str,
+    options: &CopyOptions,
+    schema: &SchemaRef,
+    first_line: usize,
+    skip_header: bool,
+) -> Result<RecordBatch> {
     let records = match options.format {
-        CopyFormat::Text => split_text(data, options)?,
-        CopyFormat::Csv => split_csv(data, options)?,
+        CopyFormat::Text => split_text(data, options, first_line)?,
+        CopyFormat::Csv => split_csv(data, options, first_line)?,
     };
-    let skip = usize::from(options.header && !records.is_empty());
+    let skip = usize::from(skip_header && !records.is_empty());
     let records = &records[skip..];
     let width = schema.fields().len();
     for (index, record) in records.iter().enumerate() {

@@ -1,0 +1,430 @@
+//! The rows of a materialized view: a multiset (row -> count) in the state
+//! store, one entry per distinct row keyed by the row in Arrow's row format
+//! (order-preserving, so `SELECT * FROM v` comes back sorted). Nothing of
+//! it is held in memory: a change reads and writes only the rows it
+//! touches, and a query streams the rows from the store. Each commit is an
+//! epoch; a stored row keeps its count per epoch while a reader may need it
+//! (`versions`), so a query sees exactly one commit's rows. The state
+//! envelope's format version pins the row encoding (docs/decisions.md).
+
+mod scan;
+mod versions;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::catalog::Session as DataFusionSession;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::streaming::StreamingTableExec;
+use datafusion::physical_plan::ExecutionPlan;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{sqlstate, Result, WeirError};
+use crate::state::{key, StateStore, WriteBatch};
+use crate::stream::message::Chunk;
+pub use scan::ViewRows;
+use versions::Versions;
+
+pub struct ViewResult {
+    id: u64,
+    schema: SchemaRef,
+    converter: RowConverter,
+    store: Arc<dyn StateStore>,
+    /// Changes applied but not yet committed (row -> count change, and the
+    /// change in the total); queries see them once `publish` runs.
+    staged: Mutex<Staged>,
+    readers: Arc<Readers>,
+    /// Rows (with repeats) as of the committed epoch.
+    total_rows: AtomicI64,
+    /// The view's output watermark, when its rows are final (EMIT ON
+    /// WINDOW CLOSE) and keep a watermark column.
+    watermark: Mutex<Option<i64>>,
+    /// Rows dropped as late by this view's operators.
+    pub late_rows: Arc<AtomicU64>,
+}
+
+#[derive(Default)]
+struct Staged {
+    rows: BTreeMap<Vec<u8>, i64>,
+    total: i64,
+}
+
+/// The committed epoch and the epochs queries are reading at.
+#[derive(Default)]
+pub struct Readers {
+    state: Mutex<ReaderState>,
+}
+
+#[derive(Default)]
+struct ReaderState {
+    committed: u64,
+    reading: BTreeMap<u64, usize>,
+}
+
+/// A query reading at an epoch; the epoch's versions stay while it lives.
+pub struct ReadGuard {
+    readers: Arc<Readers>,
+    pub epoch: u64,
+}
+
+impl Readers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ReaderState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn begin(self: &Arc<Self>) -> ReadGuard {
+        let mut state = self.lock();
+        let epoch = state.committed;
+        *state.reading.entry(epoch).or_insert(0) += 1;
+        ReadGuard {
+            readers: self.clone(),
+            epoch,
+        }
+    }
+
+    /// The committed epoch and the oldest epoch anyone may read at.
+    fn committed_and_oldest(&self) -> (u64, u64) {
+        let state = self.lock();
+        let oldest = state.reading.keys().next().copied();
+        (
+            state.committed,
+            oldest.map_or(state.committed, |o| o.min(state.committed)),
+        )
+    }
+}
+
+impl Drop for ReadGuard {
+    fn drop(&mut self) {
+        let mut state = self.readers.lock();
+        if let Some(count) = state.reading.get_mut(&self.epoch) {
+            *count -= 1;
+            if *count == 0 {
+                state.reading.remove(&self.epoch);
+            }
+        }
+    }
+}
+
+/// What the store holds about a view's rows as a whole.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct ViewHead {
+    epoch: u64,
+    rows: i64,
+}
+
+impl fmt::Debug for ViewResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ViewResult").field("id", &self.id).finish()
+    }
+}
+
+pub fn view_rows_prefix(view_id: u64) -> Vec<u8> {
+    let mut prefix = key(&[b"viewrows", &view_id.to_be_bytes()]);
+    prefix.push(b'/');
+    prefix
+}
+
+/// Past every row key of the view.
+fn view_rows_end(view_id: u64) -> Vec<u8> {
+    let mut end = key(&[b"viewrows", &view_id.to_be_bytes()]);
+    end.push(b'/' + 1);
+    end
+}
+
+pub fn view_head_key(view_id: u64) -> Vec<u8> {
+    key(&[b"viewhead", &view_id.to_be_bytes()])
+}
+
+impl ViewResult {
+    /// Opens a view's result: its head only (a result stored before heads
+    /// existed is counted once).
+    pub fn open(id: u64, schema: SchemaRef, store: Arc<dyn StateStore>) -> Result<Self> {
+        let fields = schema
+            .fields()
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields)?;
+        let head = match store.get(&view_head_key(id))? {
+            Some(value) => serde_json::from_slice(&value).map_err(|error| {
+                WeirError::new(
+                    sqlstate::DATA_CORRUPTED,
+                    format!("materialized view {id}: its head cannot be decoded: {error}"),
+                )
+            })?,
+            None => count_legacy_rows(&*store, id)?,
+        };
+        let readers = Arc::new(Readers::default());
+        readers.lock().committed = head.epoch;
+        Ok(ViewResult {
+            id,
+            schema,
+            converter,
+            store,
+            staged: Mutex::new(Staged::default()),
+            readers,
+            total_rows: AtomicI64::new(head.rows),
+            watermark: Mutex::new(None),
+            late_rows: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// Stages a chunk of changes; returns the writes that make them durable.
+    /// Queries see them after `publish`, once those writes are committed.
+    pub fn apply(&self, chunk: &Chunk) -> Result<WriteBatch> {
+        let encoded = self.converter.convert_columns(chunk.rows.columns())?;
+        let prefix = view_rows_prefix(self.id);
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        let mut touched = std::collections::BTreeSet::new();
+        for row in 0..chunk.num_rows() {
+            let bytes = encoded.row(row).data();
+            *staged.rows.entry(bytes.to_vec()).or_insert(0) += chunk.diff(row);
+            staged.total += chunk.diff(row);
+            touched.insert(bytes);
+        }
+        let (committed, oldest) = self.readers.committed_and_oldest();
+        let epoch = committed + 1;
+        let mut writes = WriteBatch::new();
+        for bytes in touched {
+            let mut stored_key = prefix.clone();
+            stored_key.extend_from_slice(bytes);
+            let versions = match self.store.get(&stored_key)? {
+                Some(value) => Versions::decode(&value)?,
+                None => Versions::default(),
+            };
+            let count = versions.latest() + staged.rows.get(bytes).copied().unwrap_or(0);
+            match versions.with(epoch, count, oldest) {
+                Some(versions) => writes.put(stored_key, versions.encode()),
+                None => writes.delete(stored_key),
+            }
+        }
+        let head = ViewHead {
+            epoch,
+            rows: self.total_rows.load(Ordering::Acquire) + staged.total,
+        };
+        writes.put(view_head_key(self.id), encode_head(&head)?);
+        Ok(writes)
+    }
+
+    /// The staged changes are committed: queries see them from now on.
+    pub fn publish(&self) {
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if staged.rows.is_empty() {
+            return;
+        }
+        let taken = std::mem::take(&mut *staged);
+        self.total_rows.fetch_add(taken.total, Ordering::AcqRel);
+        self.readers.lock().committed += 1;
+    }
+
+    /// The staged changes were not committed: forget them.
+    pub fn discard(&self) {
+        *self.staged.lock().unwrap_or_else(|p| p.into_inner()) = Staged::default();
+    }
+
+    pub fn set_watermark(&self, watermark_ns: i64) {
+        let mut watermark = self.watermark.lock().unwrap_or_else(|p| p.into_inner());
+        *watermark = Some(watermark.map_or(watermark_ns, |w| w.max(watermark_ns)));
+    }
+
+    pub fn watermark_ns(&self) -> Option<i64> {
+        *self.watermark.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn row_count(&self) -> i64 {
+        self.total_rows.load(Ordering::Acquire)
+    }
+
+    /// The committed rows, read from the store in batches, as of now.
+    pub fn rows(&self, projection: Option<Vec<usize>>) -> Result<ViewRows> {
+        ViewRows::new(self, projection)
+    }
+}
+
+fn encode_head(head: &ViewHead) -> Result<Vec<u8>> {
+    serde_json::to_vec(head)
+        .map_err(|error| WeirError::internal(format!("cannot encode a view head: {error}")))
+}
+
+/// A result written before heads: epoch 0, its rows counted once.
+fn count_legacy_rows(store: &dyn StateStore, id: u64) -> Result<ViewHead> {
+    let mut rows = 0;
+    for entry in store.scan_range(&view_rows_prefix(id), &view_rows_end(id)) {
+        rows += Versions::decode(&entry?.1)?.latest();
+    }
+    Ok(ViewHead { epoch: 0, rows })
+}
+
+/// The DataFusion face of a materialized view: a scan of its current rows.
+#[derive(Debug)]
+pub struct MaterializedViewTable {
+    result: Arc<ViewResult>,
+}
+
+impl MaterializedViewTable {
+    pub fn new(result: Arc<ViewResult>) -> Self {
+        MaterializedViewTable { result }
+    }
+}
+
+#[async_trait]
+impl TableProvider for MaterializedViewTable {
+    fn schema(&self) -> SchemaRef {
+        self.result.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn DataFusionSession,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let rows = self
+            .result
+            .rows(projection.cloned())
+            .map_err(|error| datafusion::error::DataFusionError::External(Box::new(error)))?;
+        let schema = datafusion::physical_plan::streaming::PartitionStream::schema(&rows).clone();
+        let exec =
+            StreamingTableExec::try_new(schema, vec![Arc::new(rows)], None, [], false, None)?;
+        Ok(Arc::new(exec))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::SledStore;
+    use datafusion::arrow::array::{AsArray, Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+
+    fn chunk(names: &[&str], counts: &[i64], diffs: &[i64]) -> Chunk {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        let rows = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(names.to_vec())),
+                Arc::new(Int64Array::from(counts.to_vec())),
+            ],
+        )
+        .unwrap();
+        Chunk {
+            rows,
+            diffs: Some(Int64Array::from(diffs.to_vec())),
+            watermarks: None,
+        }
+    }
+
+    fn all_rows(result: &ViewResult) -> RecordBatch {
+        let batches: Vec<RecordBatch> = result
+            .rows(None)
+            .unwrap()
+            .read()
+            .unwrap()
+            .map(|batch| batch.unwrap())
+            .collect();
+        datafusion::arrow::compute::concat_batches(&result.schema(), &batches).unwrap()
+    }
+
+    #[test]
+    fn retractions_replace_rows_durably() {
+        let directory = tempfile::tempdir().unwrap();
+        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+        let schema = chunk(&[], &[], &[]).rows.schema();
+        let result = ViewResult::open(3, schema.clone(), store.clone()).unwrap();
+        store
+            .commit(result.apply(&chunk(&["b", "a"], &[1, 1], &[1, 1])).unwrap())
+            .unwrap();
+        result.publish();
+        let writes = result
+            .apply(&chunk(&["a", "a"], &[1, 2], &[-1, 1]))
+            .unwrap();
+        assert_eq!(result.row_count(), 2, "staged changes are not visible yet");
+        store.commit(writes).unwrap();
+        result.publish();
+        assert_eq!(all_rows(&result).num_rows(), 2);
+        let reopened = ViewResult::open(3, schema, store.clone()).unwrap();
+        let batch = all_rows(&reopened);
+        let names: Vec<_> = batch
+            .column(0)
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .collect();
+        let counts: Vec<_> = batch
+            .column(1)
+            .as_primitive::<Int64Type>()
+            .values()
+            .to_vec();
+        assert_eq!(names, vec!["a", "b"]);
+        assert_eq!(counts, vec![2, 1]);
+        assert_eq!(reopened.row_count(), 2);
+    }
+
+    #[test]
+    fn a_query_reads_one_commit_while_later_ones_land() {
+        let directory = tempfile::tempdir().unwrap();
+        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+        let schema = chunk(&[], &[], &[]).rows.schema();
+        let result = ViewResult::open(1, schema, store.clone()).unwrap();
+        let names: Vec<String> = (0..20_000).map(|i| format!("row{i:05}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ones = vec![1; refs.len()];
+        store
+            .commit(result.apply(&chunk(&refs, &ones, &ones)).unwrap())
+            .unwrap();
+        result.publish();
+        let mut reading = result.rows(None).unwrap().read().unwrap();
+        let first = reading.next().unwrap().unwrap();
+        // Every row is replaced (count 1 -> 2) while the query is half way.
+        let minus = vec![-1; refs.len()];
+        store
+            .commit(result.apply(&chunk(&refs, &ones, &minus)).unwrap())
+            .unwrap();
+        let twos = vec![2; refs.len()];
+        store
+            .commit(result.apply(&chunk(&refs, &twos, &ones)).unwrap())
+            .unwrap();
+        result.publish();
+        let mut seen = first.num_rows();
+        for batch in reading {
+            let batch = batch.unwrap();
+            let counts = batch.column(1).as_primitive::<Int64Type>();
+            assert!(
+                counts.values().iter().all(|&n| n == 1),
+                "the old epoch only"
+            );
+            seen += batch.num_rows();
+        }
+        assert_eq!(seen, refs.len());
+        let now = all_rows(&result);
+        assert_eq!(now.num_rows(), refs.len());
+        let counts = now.column(1).as_primitive::<Int64Type>();
+        assert!(counts.values().iter().all(|&n| n == 2));
+        // With no reader left, the next change drops the old versions.
+        drop(now);
+        let value = store.scan_prefix(&view_rows_prefix(1)).unwrap()[0].1.len();
+        assert!(
+            value <= 1 + 2 * 16,
+            "old versions are collected: {value} bytes"
+        );
+    }
+}

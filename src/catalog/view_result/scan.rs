@@ -1,0 +1,155 @@
+//! Reading a view's committed rows from the store: one epoch, in row order,
+//! decoded in batches, each row repeated by its count.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::streaming::PartitionStream;
+
+use super::versions::Versions;
+use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, ViewResult};
+use crate::error::Result;
+use crate::state::StateStore;
+
+/// Rows per decoded batch.
+const BATCH_ROWS: usize = 8192;
+
+/// A view's rows, to read once or to stream to a query (at the epoch
+/// committed when it starts).
+pub struct ViewRows {
+    store: Arc<dyn StateStore>,
+    readers: Arc<Readers>,
+    view_id: u64,
+    /// The view's full schema (what the stored rows decode to).
+    stored_schema: SchemaRef,
+    projection: Option<Vec<usize>>,
+    projected: SchemaRef,
+}
+
+impl fmt::Debug for ViewRows {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ViewRows")
+            .field("view_id", &self.view_id)
+            .finish()
+    }
+}
+
+impl ViewRows {
+    pub(super) fn new(result: &ViewResult, projection: Option<Vec<usize>>) -> Result<Self> {
+        let projected = match &projection {
+            Some(columns) => Arc::new(result.schema.project(columns)?),
+            None => result.schema.clone(),
+        };
+        Ok(ViewRows {
+            store: result.store.clone(),
+            readers: result.readers.clone(),
+            view_id: result.id,
+            stored_schema: result.schema.clone(),
+            projection,
+            projected,
+        })
+    }
+
+    /// Reads the rows committed now, batch by batch.
+    pub fn read(&self) -> Result<RowBatches> {
+        let fields = self
+            .stored_schema
+            .fields()
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        Ok(RowBatches {
+            guard: self.readers.begin(),
+            entries: self.store.scan_range(
+                &view_rows_prefix(self.view_id),
+                &view_rows_end(self.view_id),
+            ),
+            prefix_length: view_rows_prefix(self.view_id).len(),
+            converter: RowConverter::new(fields)?,
+            schema: self.stored_schema.clone(),
+            projection: self.projection.clone(),
+        })
+    }
+}
+
+/// The rows of one epoch, in batches of up to `BATCH_ROWS`.
+pub struct RowBatches {
+    guard: ReadGuard,
+    entries: crate::state::Entries,
+    prefix_length: usize,
+    converter: RowConverter,
+    schema: SchemaRef,
+    projection: Option<Vec<usize>>,
+}
+
+impl RowBatches {
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut repeats = Vec::new();
+        let mut rows = 0;
+        while rows < BATCH_ROWS {
+            let Some(entry) = self.entries.next() else {
+                break;
+            };
+            let (stored_key, value) = entry?;
+            let count = Versions::decode(&value)?.count_at(self.guard.epoch);
+            if count > 0 {
+                keys.push(stored_key);
+                repeats.push(count as usize);
+                rows += count as usize;
+            }
+        }
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let parser = self.converter.parser();
+        let parsed = keys
+            .iter()
+            .zip(&repeats)
+            .flat_map(|(key, &count)| std::iter::repeat_n(&key[self.prefix_length..], count))
+            .map(|bytes| parser.parse(bytes));
+        let columns = self.converter.convert_rows(parsed)?;
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch = RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)?;
+        Ok(Some(match &self.projection {
+            Some(columns) => batch.project(columns)?,
+            None => batch,
+        }))
+    }
+}
+
+impl Iterator for RowBatches {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        self.next_batch().transpose()
+    }
+}
+
+impl PartitionStream for ViewRows {
+    fn schema(&self) -> &SchemaRef {
+        &self.projected
+    }
+
+    fn execute(&self, _context: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let mut builder = RecordBatchReceiverStreamBuilder::new(self.projected.clone(), 2);
+        let sender = builder.tx();
+        // The epoch is fixed now, before the blocking task runs.
+        let batches = self.read();
+        builder.spawn_blocking(move || {
+            let external = |error| datafusion::error::DataFusionError::External(Box::new(error));
+            for batch in batches.map_err(external)? {
+                if sender.blocking_send(batch.map_err(external)).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        builder.build()
+    }
+}
