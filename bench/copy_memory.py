@@ -46,7 +46,7 @@ VIEWS = {
     ),
     "session": (
         f"SELECT auction, window_start, window_end, {AGGREGATES} "
-        "FROM SESSION(bid, date_time, INTERVAL '10' SECOND, auction) "
+        "FROM SESSION(bid, date_time, INTERVAL '10' SECOND) "
         "GROUP BY auction, window_start, window_end EMIT ON WINDOW CLOSE"
     ),
 }
@@ -123,7 +123,10 @@ class Server:
                      "-d", "weir", "-v", "ON_ERROR_STOP=1", "-qAt"]
         for command in commands:
             arguments += ["-c", command]
-        return subprocess.run(arguments, capture_output=True, text=True, check=check)
+        result = subprocess.run(arguments, capture_output=True, text=True)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"psql failed: {result.stderr.strip()}")
+        return result
 
     def wait_ready(self, query="SELECT 1", timeout_s=600):
         deadline = time.monotonic() + timeout_s
@@ -143,6 +146,14 @@ def run_scenario(args, name, view, port):
     shutil.rmtree(os.path.dirname(data_dir), ignore_errors=True)
     os.makedirs(os.path.dirname(data_dir))
     server = Server(args.weir, data_dir, port)
+    try:
+        return measure(args, server, view)
+    finally:
+        if server.process.poll() is None:
+            server.kill()
+
+
+def measure(args, server, view):
     server.start()
     server.wait_ready()
     setup = [TABLE] + ([f"CREATE MATERIALIZED VIEW v AS {view}"] if view else [])
@@ -161,7 +172,7 @@ def run_scenario(args, name, view, port):
     restart_s = time.monotonic() - restarted
     server.kill()
     return {
-        "scenario": name,
+        "scenario": "",
         "rows": rows,
         "view_rows": view_rows,
         "copy_s": round(elapsed, 1),
@@ -191,6 +202,7 @@ def main():
     for offset, name in enumerate(args.scenarios.split(",")):
         args.copies = 1
         results.append(run_scenario(args, name, VIEWS[name], args.port + offset))
+        results[-1]["scenario"] = name
         print(results[-1], file=sys.stderr)
     if args.history:
         args.copies = args.history

@@ -84,6 +84,9 @@ pub struct StreamDefinition {
     /// The column stamped with each row's arrival time (PROCTIME()).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proctime: Option<String>,
+    /// Rows whose event time is this far behind the watermark are deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_ms: Option<i64>,
 }
 
 /// A source's watermark after row i is max(column over rows 1..i) - delay.

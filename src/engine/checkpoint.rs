@@ -117,12 +117,48 @@ impl Engine {
                 if interval_ms == 0 {
                     continue;
                 }
-                let outcome = tokio::task::spawn_blocking(move || engine.checkpoint()).await;
+                let outcome = tokio::task::spawn_blocking(move || {
+                    engine.checkpoint()?;
+                    engine.expire_tables()
+                })
+                .await;
                 if let Ok(Err(error)) = outcome {
                     tracing::error!(%error.message, "checkpoint failed");
                 }
             }
         });
+    }
+
+    /// Deletes the rows of tables with a retention that have expired; of a
+    /// table that views read, only rows the last checkpoint covers (so
+    /// recovery never needs a deleted row).
+    pub fn expire_tables(&self) -> Result<()> {
+        let record = self.last_epoch()?;
+        for definition in self.catalog.definitions() {
+            let retained = definition
+                .stream
+                .as_ref()
+                .is_some_and(|stream| stream.retention_ms.is_some());
+            if definition.kind != RelationKind::Table || !retained {
+                continue;
+            }
+            let Some(log) = self.catalog.table(&definition.name) else {
+                continue;
+            };
+            let covered = if self.dataflow.lock().has_readers(&definition.name) {
+                let offsets = record.as_ref().map(|record| &record.offsets);
+                offsets
+                    .and_then(|offsets| offsets.get(&definition.name).copied())
+                    .unwrap_or(0)
+            } else {
+                log.row_count()
+            };
+            let expired = log.expire(covered)?;
+            if expired > 0 {
+                tracing::debug!(table = %definition.name, expired, "expired rows deleted");
+            }
+        }
+        Ok(())
     }
 
     /// Brings every view's running state back: from the last checkpoint

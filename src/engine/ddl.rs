@@ -256,10 +256,18 @@ async fn stream_definition(
             }
         }
     }
+    if options.retention_ms.is_some() && watermark.is_none() {
+        return Err(WeirError::new(
+            sqlstate::INVALID_PARAMETER_VALUE,
+            "retention needs a watermark: rows expire by event time behind it",
+        )
+        .with_hint("Add WATERMARK FOR <time column> to the table."));
+    }
     Ok(StreamDefinition {
         watermark,
         append_only: options.append_only,
         proctime: options.proctime.clone(),
+        retention_ms: options.retention_ms,
     })
 }
 

@@ -315,6 +315,7 @@ fn backfill_and_commit(
         let mut writes = WriteBatch::new();
         for chunk in history {
             writes.extend(flow.push_to(Some(&view.name), &view.input, chunk?)?);
+            flow.spill_if_large(&mut writes)?;
         }
         Ok(writes)
     }))

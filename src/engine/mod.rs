@@ -75,7 +75,7 @@ impl Engine {
             WINDOW_FUNCTION_NAME,
             Arc::new(WindowFunction::new(schema.clone())),
         );
-        let dataflow = SharedDataflow::default();
+        let dataflow = SharedDataflow::new(store.clone());
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
         let catalog = Arc::new(Catalog::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());

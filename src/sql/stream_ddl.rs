@@ -21,6 +21,9 @@ pub struct StreamOptions {
     /// `WITH (watermark_idle_timeout = ...)` in milliseconds.
     #[serde(default)]
     pub idle_timeout_ms: Option<i64>,
+    /// `WITH (retention = ...)` in milliseconds.
+    #[serde(default)]
+    pub retention_ms: Option<i64>,
 }
 
 /// `WATERMARK FOR column AS column - delay`.
@@ -51,9 +54,12 @@ pub fn extract(
     if !is_create_table {
         return Ok((tokens, None));
     }
+    let proctime = super::table_time::extract_proctime(&mut tokens)?;
+    let with = super::table_time::extract_with_options(&mut tokens)?;
     let mut options = StreamOptions {
-        proctime: super::table_time::extract_proctime(&mut tokens)?,
-        idle_timeout_ms: super::table_time::extract_with_options(&mut tokens)?,
+        proctime,
+        idle_timeout_ms: with.watermark_idle_timeout_ms,
+        retention_ms: with.retention_ms,
         ..StreamOptions::default()
     };
     if let Some((start, end)) = find_watermark(&tokens) {

@@ -66,9 +66,16 @@ pub fn extract_proctime(tokens: &mut Vec<TokenWithSpan>) -> Result<Option<String
     Ok(Some(name))
 }
 
+/// The options of `CREATE TABLE ... WITH (...)`, durations in milliseconds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TableOptions {
+    pub watermark_idle_timeout_ms: Option<i64>,
+    pub retention_ms: Option<i64>,
+}
+
 /// Takes `WITH (name = 'value', ...)` after the column list out of the
-/// tokens; returns `watermark_idle_timeout` in milliseconds.
-pub fn extract_with_options(tokens: &mut Vec<TokenWithSpan>) -> Result<Option<i64>> {
+/// tokens and returns the options.
+pub fn extract_with_options(tokens: &mut Vec<TokenWithSpan>) -> Result<TableOptions> {
     let positions = significant(tokens);
     let mut depth = 0;
     let mut closed_columns = false;
@@ -87,7 +94,9 @@ pub fn extract_with_options(tokens: &mut Vec<TokenWithSpan>) -> Result<Option<i6
             _ => {}
         }
     }
-    let Some(with) = with else { return Ok(None) };
+    let Some(with) = with else {
+        return Ok(TableOptions::default());
+    };
     let open = *positions
         .get(with + 1)
         .filter(|&&index| tokens[index].token == Token::LParen)
@@ -109,13 +118,13 @@ pub fn extract_with_options(tokens: &mut Vec<TokenWithSpan>) -> Result<Option<i6
         .map(|t| t.token.clone())
         .filter(|t| !matches!(t, Token::Whitespace(_)))
         .collect();
-    let idle = idle_timeout(&inner)?;
+    let options = table_options(&inner)?;
     tokens.drain(positions[with]..=close);
-    Ok(idle)
+    Ok(options)
 }
 
-fn idle_timeout(options: &[Token]) -> Result<Option<i64>> {
-    let mut idle = None;
+fn table_options(options: &[Token]) -> Result<TableOptions> {
+    let mut parsed = TableOptions::default();
     for option in options.split(|t| *t == Token::Comma) {
         let [Token::Word(key), Token::Eq, value] = option else {
             return Err(
@@ -123,13 +132,18 @@ fn idle_timeout(options: &[Token]) -> Result<Option<i64>> {
                     .with_hint("Write WITH (watermark_idle_timeout = '10s')."),
             );
         };
-        if !key.value.eq_ignore_ascii_case("watermark_idle_timeout") {
-            return Err(WeirError::new(
-                sqlstate::INVALID_PARAMETER_VALUE,
-                format!("unknown table option \"{}\"", key.value),
-            )
-            .with_hint("The table option is watermark_idle_timeout."));
-        }
+        let name = key.value.to_ascii_lowercase();
+        let slot = match name.as_str() {
+            "watermark_idle_timeout" => &mut parsed.watermark_idle_timeout_ms,
+            "retention" => &mut parsed.retention_ms,
+            _ => {
+                return Err(WeirError::new(
+                    sqlstate::INVALID_PARAMETER_VALUE,
+                    format!("unknown table option \"{}\"", key.value),
+                )
+                .with_hint("The table options are watermark_idle_timeout and retention."))
+            }
+        };
         let text = match value {
             Token::SingleQuotedString(text) => text.clone(),
             other => other.to_string(),
@@ -139,13 +153,13 @@ fn idle_timeout(options: &[Token]) -> Result<Option<i64>> {
             .ok_or_else(|| {
                 WeirError::new(
                     sqlstate::INVALID_PARAMETER_VALUE,
-                    format!("watermark_idle_timeout = '{text}' is not a duration of 1ms or more"),
+                    format!("{name} = '{text}' is not a duration of 1ms or more"),
                 )
-                .with_hint("Write it like '10s', '500ms' or '2 minutes'.")
+                .with_hint("Write it like '10s', '500ms', '2 minutes' or '7 days'.")
             })?;
-        idle = Some((nanoseconds / 1_000_000) as i64);
+        *slot = Some((nanoseconds / 1_000_000) as i64);
     }
-    Ok(idle)
+    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -183,7 +197,14 @@ mod tests {
     fn idle_timeout_option() {
         let mut create =
             tokens("CREATE TABLE t (v INT) WITH (watermark_idle_timeout = '10s') APPEND ONLY");
-        assert_eq!(extract_with_options(&mut create).unwrap(), Some(10_000));
+        let options = extract_with_options(&mut create).unwrap();
+        assert_eq!(options.watermark_idle_timeout_ms, Some(10_000));
+        let mut retained = tokens(
+            "CREATE TABLE t (v INT) WITH (retention = '7 days', watermark_idle_timeout = '1s')",
+        );
+        let options = extract_with_options(&mut retained).unwrap();
+        assert_eq!(options.retention_ms, Some(7 * 24 * 3600 * 1000));
+        assert_eq!(options.watermark_idle_timeout_ms, Some(1000));
         assert_eq!(render(&create), "CREATE TABLE t (v INT)  APPEND ONLY");
         let mut bad = tokens("CREATE TABLE t (v INT) WITH (color = 'red')");
         assert_eq!(extract_with_options(&mut bad).unwrap_err().code, "22023");

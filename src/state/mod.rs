@@ -23,6 +23,25 @@ enum WriteOperation {
 #[derive(Debug, Default, Clone)]
 pub struct WriteBatch {
     operations: Vec<WriteOperation>,
+    /// Bytes of keys and values, kept as operations are added.
+    bytes: usize,
+}
+
+impl WriteOperation {
+    fn size_bytes(&self) -> usize {
+        match self {
+            WriteOperation::Put(key, value) => key.len() + value.len(),
+            WriteOperation::Delete(key) | WriteOperation::DeletePrefix(key) => key.len(),
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        match self {
+            WriteOperation::Put(key, _)
+            | WriteOperation::Delete(key)
+            | WriteOperation::DeletePrefix(key) => key,
+        }
+    }
 }
 
 impl WriteBatch {
@@ -30,19 +49,22 @@ impl WriteBatch {
         Self::default()
     }
 
+    fn push(&mut self, operation: WriteOperation) {
+        self.bytes += operation.size_bytes();
+        self.operations.push(operation);
+    }
+
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
-        self.operations
-            .push(WriteOperation::Put(key.into(), value.into()));
+        self.push(WriteOperation::Put(key.into(), value.into()));
     }
 
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) {
-        self.operations.push(WriteOperation::Delete(key.into()));
+        self.push(WriteOperation::Delete(key.into()));
     }
 
     /// Deletes every key starting with `prefix` (resolved when committed).
     pub fn delete_prefix(&mut self, prefix: impl Into<Vec<u8>>) {
-        self.operations
-            .push(WriteOperation::DeletePrefix(prefix.into()));
+        self.push(WriteOperation::DeletePrefix(prefix.into()));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -51,18 +73,31 @@ impl WriteBatch {
 
     /// Appends `other`'s changes after this batch's own.
     pub fn extend(&mut self, other: WriteBatch) {
+        self.bytes += other.bytes;
         self.operations.extend(other.operations);
     }
 
     /// Bytes of keys and values this batch writes.
     pub fn size_bytes(&self) -> usize {
-        self.operations
-            .iter()
-            .map(|operation| match operation {
-                WriteOperation::Put(key, value) => key.len() + value.len(),
-                WriteOperation::Delete(key) | WriteOperation::DeletePrefix(key) => key.len(),
-            })
-            .sum()
+        self.bytes
+    }
+
+    /// Takes out the puts and deletes of keys starting with `prefix` (in
+    /// their order); what stays keeps its order too.
+    pub fn split_off_prefix(&mut self, prefix: &[u8]) -> WriteBatch {
+        let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.operations)
+            .into_iter()
+            .partition(|operation| {
+                !matches!(operation, WriteOperation::DeletePrefix(_))
+                    && operation.key().starts_with(prefix)
+            });
+        let mut split = WriteBatch::new();
+        taken
+            .into_iter()
+            .for_each(|operation| split.push(operation));
+        self.bytes = 0;
+        kept.into_iter().for_each(|operation| self.push(operation));
+        split
     }
 }
 

@@ -24,8 +24,9 @@ use serde::{Deserialize, Serialize};
 use super::message::{Chunk, Message};
 pub use super::pipeline::ViewPipeline;
 use super::WatermarkTracker;
+use crate::catalog::view_result::all_view_rows_prefix;
 use crate::error::{Result, WeirError};
-use crate::state::{key, WriteBatch};
+use crate::state::{key, StateStore, WriteBatch};
 
 /// The key of the last committed checkpoint's record.
 pub fn epoch_key() -> Vec<u8> {
@@ -61,7 +62,12 @@ pub struct Dataflow {
     /// The next checkpoint replaces all stored operator state (after a
     /// rebuild from scratch).
     full_checkpoint: bool,
+    /// Where a big statement's view changes go ahead of its commit.
+    spill_store: Option<Arc<dyn StateStore>>,
 }
+
+/// A statement's pending view writes past this many bytes are spilled.
+const VIEW_SPILL_BYTES: usize = 32 * 1024 * 1024;
 
 impl Dataflow {
     pub fn add_view(&mut self, pipeline: ViewPipeline) {
@@ -199,6 +205,32 @@ impl Dataflow {
         Ok(())
     }
 
+    /// A big statement's view changes: once the writes pending for its
+    /// commit pass `VIEW_SPILL_BYTES`, the views' row versions go to the
+    /// store now (written at an epoch no reader reads until the commit, and
+    /// reserved durably first so a crash cannot leave them readable), so
+    /// memory holds a bounded part of them. Heads stay for the commit.
+    pub fn spill_if_large(&mut self, writes: &mut WriteBatch) -> Result<()> {
+        let Some(store) = self.spill_store.clone() else {
+            return Ok(());
+        };
+        if writes.size_bytes() < VIEW_SPILL_BYTES {
+            return Ok(());
+        }
+        let mut reservations = WriteBatch::new();
+        for view in self.views.values() {
+            for result in view.results() {
+                if let Some(reservation) = result.reserve()? {
+                    reservations.extend(reservation);
+                }
+            }
+        }
+        if !reservations.is_empty() {
+            store.commit(reservations)?;
+        }
+        store.stage(writes.split_off_prefix(&all_view_rows_prefix()))
+    }
+
     /// The writes taken so far are committed: every view's changes become
     /// visible to queries. (Call it only after the commit: a reader must
     /// never see rows a crash could take back.)
@@ -299,6 +331,15 @@ pub fn source_messages(
 pub struct SharedDataflow(Arc<Mutex<Dataflow>>);
 
 impl SharedDataflow {
+    /// A dataflow whose big statements spill view changes to `store`.
+    pub fn new(store: Arc<dyn StateStore>) -> Self {
+        let flow = Dataflow {
+            spill_store: Some(store),
+            ..Dataflow::default()
+        };
+        SharedDataflow(Arc::new(Mutex::new(flow)))
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, Dataflow> {
         self.0
             .lock()
@@ -329,6 +370,7 @@ impl crate::catalog::table::AppendObserver for SharedDataflow {
                 })
                 .sum::<u64>();
             writes.extend(flow.push(table, chunk)?);
+            flow.spill_if_large(&mut writes)?;
         }
         commit(writes)?;
         flow.publish();

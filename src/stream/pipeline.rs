@@ -153,7 +153,7 @@ impl ViewPipeline {
         self.results().for_each(|result| result.discard());
     }
 
-    fn results(&self) -> impl Iterator<Item = &Arc<ViewResult>> {
+    pub(super) fn results(&self) -> impl Iterator<Item = &Arc<ViewResult>> {
         let late = self.late.as_ref().map(|late| late.sink.result());
         std::iter::once(self.sink.result()).chain(late)
     }

@@ -30,6 +30,7 @@ mod commit_gate;
 mod entries;
 mod history;
 mod legacy;
+mod retention;
 mod scan;
 
 pub use append::BulkWrite;
@@ -98,6 +99,8 @@ pub struct TableLog {
     proctime: Option<usize>,
     /// Watermarks raised between rows, by the row count at the time.
     ticks: Mutex<BTreeMap<u64, i64>>,
+    /// `WITH (retention = ...)`: rows this far behind the watermark go.
+    retention_ns: Option<i64>,
 }
 
 /// Holds a table's writes off while a new view reads its history.
@@ -186,6 +189,9 @@ impl TableLog {
             clock: clock.map(Mutex::new),
             proctime,
             ticks: Mutex::new(ticks),
+            retention_ns: stream
+                .and_then(|stream| stream.retention_ms)
+                .map(|ms| ms.saturating_mul(1_000_000)),
         })
     }
 

@@ -134,6 +134,7 @@ fn clocked() -> (SchemaRef, StreamDefinition) {
         }),
         append_only: true,
         proctime: None,
+        retention_ms: None,
     };
     (schema, stream)
 }
@@ -287,4 +288,53 @@ async fn queries_stream_the_committed_rows_with_any_projection() {
         many.iter().sum::<i64>()
     );
     assert_eq!(value("SELECT id FROM t WHERE name = 'last'").await, -7);
+}
+
+#[tokio::test]
+async fn expired_entries_are_deleted_up_to_the_covered_rows() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let (schema, mut stream) = clocked();
+    stream.retention_ms = Some(1_000);
+    let log = Arc::new(
+        TableLog::open(
+            8,
+            "t",
+            schema.clone(),
+            &Constraints::default(),
+            Some(&stream),
+            store.clone(),
+            None,
+        )
+        .unwrap(),
+    );
+    const SECOND: i64 = 1_000_000_000;
+    // One write per second of event time: entries at rows 0, 2, 4, 6, 8.
+    for second in 0..5 {
+        let at = second * SECOND;
+        log.append(vec![times(&schema, &[at, at + 1])], None)
+            .await
+            .unwrap();
+    }
+    // Watermark 4 s, retention 1 s: rows before 3 s may go, but only
+    // those the checkpoint covers (the first 4 rows).
+    assert_eq!(log.expire(4).unwrap(), 2, "the 0 s entry only");
+    assert_eq!(log.expire(10).unwrap(), 4, "then the 1 s and 2 s entries");
+    assert_eq!(log.expire(10).unwrap(), 0);
+    assert_eq!(store.scan_prefix(&entries_prefix(8)).unwrap().len(), 2);
+    let remaining: Vec<Message> = messages(log.history().unwrap());
+    let rows: usize = remaining
+        .iter()
+        .map(|message| match message {
+            Message::Batch(chunk) => chunk.num_rows(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(rows, 4);
+    // The kept rows still arrive under the watermark they had.
+    let Some(Message::Batch(first)) = remaining.first() else {
+        panic!("rows first: {remaining:?}");
+    };
+    assert_eq!(first.watermarks.as_ref().unwrap().value(0), 2 * SECOND + 1);
+    assert_eq!(log.row_count(), 10, "offsets stay absolute");
 }

@@ -53,6 +53,11 @@ pub struct ViewResult {
 struct Staged {
     rows: BTreeMap<Vec<u8>, i64>,
     total: i64,
+    /// The epoch the staged versions are written at.
+    epoch: u64,
+    /// Versions of `epoch` may be in the store before the commit (spilled),
+    /// so the epoch is reserved durably and becomes aborted if discarded.
+    reserved: bool,
 }
 
 /// The committed epoch and the epochs queries are reading at.
@@ -64,13 +69,24 @@ pub struct Readers {
 #[derive(Default)]
 struct ReaderState {
     committed: u64,
+    /// Epochs whose versions were staged and never committed.
+    aborted: Arc<Vec<u64>>,
     reading: BTreeMap<u64, usize>,
+}
+
+impl ReaderState {
+    /// The epoch the next commit writes at: never one used before.
+    fn next_epoch(&self) -> u64 {
+        let highest_aborted = self.aborted.iter().max().copied().unwrap_or(0);
+        self.committed.max(highest_aborted) + 1
+    }
 }
 
 /// A query reading at an epoch; the epoch's versions stay while it lives.
 pub struct ReadGuard {
     readers: Arc<Readers>,
     pub epoch: u64,
+    pub aborted: Arc<Vec<u64>>,
 }
 
 impl Readers {
@@ -85,16 +101,20 @@ impl Readers {
         ReadGuard {
             readers: self.clone(),
             epoch,
+            aborted: state.aborted.clone(),
         }
     }
 
-    /// The committed epoch and the oldest epoch anyone may read at.
-    fn committed_and_oldest(&self) -> (u64, u64) {
+    /// What a write needs to know: the committed epoch, the oldest epoch
+    /// anyone may read at, the aborted epochs and the epoch to write at.
+    fn for_write(&self) -> (u64, u64, Arc<Vec<u64>>, u64) {
         let state = self.lock();
         let oldest = state.reading.keys().next().copied();
         (
             state.committed,
             oldest.map_or(state.committed, |o| o.min(state.committed)),
+            state.aborted.clone(),
+            state.next_epoch(),
         )
     }
 }
@@ -112,16 +132,29 @@ impl Drop for ReadGuard {
 }
 
 /// What the store holds about a view's rows as a whole.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct ViewHead {
+    /// The last committed epoch.
     epoch: u64,
     rows: i64,
+    /// Epochs staged by statements that failed; their versions are ignored.
+    #[serde(default)]
+    aborted: Vec<u64>,
+    /// An epoch reserved by a statement that spilled versions and had not
+    /// committed; found on open, it was aborted by a crash.
+    #[serde(default)]
+    pending: Option<u64>,
 }
 
 impl fmt::Debug for ViewResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ViewResult").field("id", &self.id).finish()
     }
+}
+
+/// The prefix of every view's row keys.
+pub fn all_view_rows_prefix() -> Vec<u8> {
+    key(&[b"viewrows", b""])
 }
 
 pub fn view_rows_prefix(view_id: u64) -> Vec<u8> {
@@ -161,7 +194,13 @@ impl ViewResult {
             None => count_legacy_rows(&*store, id)?,
         };
         let readers = Arc::new(Readers::default());
-        readers.lock().committed = head.epoch;
+        {
+            let mut state = readers.lock();
+            state.committed = head.epoch;
+            let mut aborted = head.aborted.clone();
+            aborted.extend(head.pending);
+            state.aborted = Arc::new(aborted);
+        }
         Ok(ViewResult {
             id,
             schema,
@@ -179,9 +218,13 @@ impl ViewResult {
         self.schema.clone()
     }
 
-    /// Stages a chunk of changes; returns the writes that make them durable.
+    /// Stages a chunk of changes; returns the writes that make them durable
+    /// (row versions at the next epoch, and the head that commits it).
     /// Queries see them after `publish`, once those writes are committed.
     pub fn apply(&self, chunk: &Chunk) -> Result<WriteBatch> {
+        if chunk.num_rows() == 0 {
+            return Ok(WriteBatch::new());
+        }
         let encoded = self.converter.convert_columns(chunk.rows.columns())?;
         let prefix = view_rows_prefix(self.id);
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
@@ -192,8 +235,8 @@ impl ViewResult {
             staged.total += chunk.diff(row);
             touched.insert(bytes);
         }
-        let (committed, oldest) = self.readers.committed_and_oldest();
-        let epoch = committed + 1;
+        let (committed, oldest, aborted, epoch) = self.readers.for_write();
+        staged.epoch = epoch;
         let mut writes = WriteBatch::new();
         for bytes in touched {
             let mut stored_key = prefix.clone();
@@ -202,8 +245,9 @@ impl ViewResult {
                 Some(value) => Versions::decode(&value)?,
                 None => Versions::default(),
             };
-            let count = versions.latest() + staged.rows.get(bytes).copied().unwrap_or(0);
-            match versions.with(epoch, count, oldest) {
+            let change = staged.rows.get(bytes).copied().unwrap_or(0);
+            let count = versions.count_at(committed, &aborted) + change;
+            match versions.with(epoch, count, oldest, &aborted) {
                 Some(versions) => writes.put(stored_key, versions.encode()),
                 None => writes.delete(stored_key),
             }
@@ -211,9 +255,32 @@ impl ViewResult {
         let head = ViewHead {
             epoch,
             rows: self.total_rows.load(Ordering::Acquire) + staged.total,
+            aborted: aborted.to_vec(),
+            pending: None,
         };
         writes.put(view_head_key(self.id), encode_head(&head)?);
         Ok(writes)
+    }
+
+    /// Before staged row versions go to the store ahead of their commit:
+    /// the write that reserves their epoch (commit it durably first), or
+    /// None when it is reserved already or nothing is staged.
+    pub fn reserve(&self) -> Result<Option<WriteBatch>> {
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if staged.rows.is_empty() || staged.reserved {
+            return Ok(None);
+        }
+        staged.reserved = true;
+        let state = self.readers.lock();
+        let head = ViewHead {
+            epoch: state.committed,
+            rows: self.total_rows.load(Ordering::Acquire),
+            aborted: state.aborted.to_vec(),
+            pending: Some(staged.epoch),
+        };
+        let mut writes = WriteBatch::new();
+        writes.put(view_head_key(self.id), encode_head(&head)?);
+        Ok(Some(writes))
     }
 
     /// The staged changes are committed: queries see them from now on.
@@ -224,12 +291,20 @@ impl ViewResult {
         }
         let taken = std::mem::take(&mut *staged);
         self.total_rows.fetch_add(taken.total, Ordering::AcqRel);
-        self.readers.lock().committed += 1;
+        self.readers.lock().committed = taken.epoch;
     }
 
-    /// The staged changes were not committed: forget them.
+    /// The staged changes were not committed: forget them (and never read
+    /// versions of their epoch that may be in the store).
     pub fn discard(&self) {
-        *self.staged.lock().unwrap_or_else(|p| p.into_inner()) = Staged::default();
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = std::mem::take(&mut *staged);
+        if taken.reserved {
+            let mut state = self.readers.lock();
+            let mut aborted = state.aborted.to_vec();
+            aborted.push(taken.epoch);
+            state.aborted = Arc::new(aborted);
+        }
     }
 
     pub fn set_watermark(&self, watermark_ns: i64) {
@@ -260,9 +335,12 @@ fn encode_head(head: &ViewHead) -> Result<Vec<u8>> {
 fn count_legacy_rows(store: &dyn StateStore, id: u64) -> Result<ViewHead> {
     let mut rows = 0;
     for entry in store.scan_range(&view_rows_prefix(id), &view_rows_end(id)) {
-        rows += Versions::decode(&entry?.1)?.latest();
+        rows += Versions::decode(&entry?.1)?.count_at(0, &[]);
     }
-    Ok(ViewHead { epoch: 0, rows })
+    Ok(ViewHead {
+        rows,
+        ..ViewHead::default()
+    })
 }
 
 /// The DataFusion face of a materialized view: a scan of its current rows.

@@ -97,7 +97,7 @@ impl RowBatches {
                 break;
             };
             let (stored_key, value) = entry?;
-            let count = Versions::decode(&value)?.count_at(self.guard.epoch);
+            let count = Versions::decode(&value)?.count_at(self.guard.epoch, &self.guard.aborted);
             if count > 0 {
                 keys.push(stored_key);
                 repeats.push(count as usize);

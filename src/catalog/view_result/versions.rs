@@ -47,23 +47,20 @@ impl Versions {
         value
     }
 
-    /// The count a reader at `epoch` sees.
-    pub fn count_at(&self, epoch: u64) -> i64 {
+    /// The count a reader at `epoch` sees; versions of `aborted` epochs
+    /// (written by statements that never committed) do not count.
+    pub fn count_at(&self, epoch: u64, aborted: &[u64]) -> i64 {
         self.0
             .iter()
             .rev()
-            .find(|(at, _)| *at <= epoch)
+            .find(|(at, _)| *at <= epoch && !aborted.contains(at))
             .map_or(0, |(_, count)| *count)
-    }
-
-    /// The newest count.
-    pub fn latest(&self) -> i64 {
-        self.0.last().map_or(0, |(_, count)| *count)
     }
 
     /// Adds `count` as of `epoch`, keeping only what readers at `oldest`
     /// or later can see; None when no reader could see the row at all.
-    pub fn with(mut self, epoch: u64, count: i64, oldest: u64) -> Option<Self> {
+    pub fn with(mut self, epoch: u64, count: i64, oldest: u64, aborted: &[u64]) -> Option<Self> {
+        self.0.retain(|(at, _)| !aborted.contains(at));
         let visible_from = self
             .0
             .iter()
@@ -90,22 +87,32 @@ mod tests {
 
     #[test]
     fn readers_see_the_version_of_their_epoch_until_none_is_left() {
-        let row = Versions::default().with(1, 2, 0).unwrap();
+        let row = Versions::default().with(1, 2, 0, &[]).unwrap();
         // A reader at epoch 1 is still running when epoch 2 changes the row.
-        let row = row.with(2, 5, 1).unwrap();
-        assert_eq!((row.count_at(1), row.count_at(2), row.latest()), (2, 5, 5));
+        let row = row.with(2, 5, 1, &[]).unwrap();
+        assert_eq!((row.count_at(1, &[]), row.count_at(2, &[])), (2, 5));
         // Once every reader is at 2 or later, epoch 1's count goes.
-        let row = row.with(3, 0, 2).unwrap();
+        let row = row.with(3, 0, 2, &[]).unwrap();
         assert_eq!(row, Versions(vec![(2, 5), (3, 0)]));
-        assert_eq!(row.clone().with(4, 0, 3), None, "deleted for everyone");
+        assert_eq!(row.clone().with(4, 0, 3, &[]), None, "deleted for everyone");
         let decoded = Versions::decode(&row.encode()).unwrap();
         assert_eq!(decoded, row);
     }
 
     #[test]
+    fn versions_of_aborted_epochs_are_never_read_and_go_when_rewritten() {
+        let row = Versions::default().with(1, 2, 0, &[]).unwrap();
+        // Epoch 2 was staged by a statement that failed.
+        let row = row.with(2, 9, 1, &[]).unwrap();
+        assert_eq!(row.count_at(5, &[2]), 2);
+        let row = row.with(3, 4, 1, &[2]).unwrap();
+        assert_eq!(row, Versions(vec![(1, 2), (3, 4)]));
+    }
+
+    #[test]
     fn a_bare_count_is_the_old_layout_and_garbage_is_corruption() {
         let old = Versions::decode(&7i64.to_be_bytes()).unwrap();
-        assert_eq!(old.count_at(0), 7);
+        assert_eq!(old.count_at(0, &[]), 7);
         assert_eq!(Versions::decode(b"xyz").unwrap_err().code, "XX001");
     }
 }

@@ -1,0 +1,123 @@
+//! `WITH (retention = ...)`: a stream's old rows leave its log (and
+//! queries) in the background, while the views over it keep every result,
+//! across a restart too.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{sorted_rows, TestServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_rows_leave_the_table_but_not_the_views() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let arguments = ["--checkpoint-interval-ms", "100"];
+    let mut server = TestServer::start_with(&data_dir, &arguments);
+    let client = server.connect().await;
+    let refused = client
+        .batch_execute("CREATE TABLE plain (v BIGINT) WITH (retention = '1 day')")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.as_db_error().unwrap().code().code(), "22023");
+    client
+        .batch_execute(
+            "CREATE TABLE clicks (user_id BIGINT, ts TIMESTAMP, WATERMARK FOR ts) \
+             WITH (retention = '10 seconds') APPEND ONLY; \
+             CREATE MATERIALIZED VIEW per_window AS SELECT window_start, count(*) AS n \
+             FROM TUMBLE(clicks, ts, INTERVAL '10' SECOND) GROUP BY window_start \
+             EMIT ON WINDOW CLOSE",
+        )
+        .await
+        .unwrap();
+    // One write per second of event time, 10 rows each, up to 99 s.
+    for second in 0..100 {
+        let values: Vec<String> = (0..10)
+            .map(|user| {
+                format!("({user}, TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '{second}' SECOND)")
+            })
+            .collect();
+        client
+            .batch_execute(&format!("INSERT INTO clicks VALUES {}", values.join(", ")))
+            .await
+            .unwrap();
+    }
+    let windows: Vec<Vec<String>> = (0..9)
+        .map(|window| {
+            vec![
+                format!(
+                    "2026-01-01 00:{:02}:{:02}",
+                    window * 10 / 60,
+                    window * 10 % 60
+                ),
+                "100".to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(
+        sorted_rows(&client, "SELECT * FROM per_window").await,
+        windows
+    );
+
+    // Watermark 99 s, retention 10 s: the writes of 0..88 s go (each is
+    // wholly before 89 s) once a checkpoint covers them; 89..99 s stay.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let kept = loop {
+        let kept: i64 = client
+            .query_one("SELECT count(*) FROM clicks", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if kept <= 110 || Instant::now() > deadline {
+            break kept;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(kept, 110);
+    let older: i64 = client
+        .query_one(
+            "SELECT count(*) FROM clicks WHERE ts < TIMESTAMP '2026-01-01 00:01:29'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(older, 0);
+    assert_eq!(
+        sorted_rows(&client, "SELECT * FROM per_window").await,
+        windows
+    );
+
+    server.kill();
+    let server = TestServer::start_with(&data_dir, &arguments);
+    let client = server.connect().await;
+    assert_eq!(
+        sorted_rows(&client, "SELECT * FROM per_window").await,
+        windows
+    );
+    let after: i64 = client
+        .query_one("SELECT count(*) FROM clicks", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(after, kept, "expired rows stay gone");
+    // The stream goes on; the view closes the next window as before.
+    client
+        .batch_execute(
+            "INSERT INTO clicks VALUES (1, TIMESTAMP '2026-01-01 00:01:45'), \
+             (1, TIMESTAMP '2026-01-01 00:02:00')",
+        )
+        .await
+        .unwrap();
+    let rows = sorted_rows(&client, "SELECT * FROM per_window").await;
+    assert_eq!(rows.len(), 11);
+    assert_eq!(rows[..9], windows[..]);
+    assert_eq!(
+        rows[9],
+        vec!["2026-01-01 00:01:30".to_string(), "100".to_string()]
+    );
+    assert_eq!(
+        rows[10],
+        vec!["2026-01-01 00:01:40".to_string(), "1".to_string()]
+    );
+}
