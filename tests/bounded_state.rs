@@ -48,19 +48,21 @@ fn minute(index: i64) -> String {
     format!("INSERT INTO readings VALUES {}", rows.join(", "))
 }
 
-/// Each view's checkpointed state in bytes, after a fresh checkpoint.
-async fn state_bytes(client: &Client) -> Vec<i64> {
+/// Each view's checkpointed state in bytes, after a fresh checkpoint, and
+/// the bytes of memory its operators held then.
+async fn state_bytes(client: &Client) -> Vec<(i64, i64)> {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut sizes = Vec::new();
     for view in VIEWS {
         let row = client
             .query_one(
-                "SELECT state_bytes FROM weir_catalog.materialized_views WHERE view_name = $1",
+                "SELECT state_bytes, state_memory_bytes FROM weir_catalog.materialized_views \
+                 WHERE view_name = $1",
                 &[&view],
             )
             .await
             .unwrap();
-        sizes.push(row.get(0));
+        sizes.push((row.get(0), row.get(1)));
     }
     sizes
 }
@@ -84,12 +86,19 @@ async fn state_does_not_grow_over_a_long_run() {
     let late = state_bytes(&client).await;
     eprintln!("state bytes after 10 minutes {early:?}, after 60 {late:?}");
     for ((view, early), late) in VIEWS.iter().zip(&early).zip(&late) {
-        assert!(*early > 0, "{view} has no checkpointed state");
+        let ((early, early_memory), (late, late_memory)) = (*early, *late);
+        assert!(early > 0, "{view} has no checkpointed state");
+        assert!(early_memory > 0, "{view} reports no state in memory");
         // Same shape of data, six times as much of it: the state must not
-        // follow the data (a little slack for accumulator encodings).
+        // follow the data (a little slack for accumulator encodings, more
+        // for hash tables' capacity in memory).
         assert!(
-            *late <= early + early / 4,
+            late <= early + early / 4,
             "{view}: state grew from {early} to {late} bytes"
+        );
+        assert!(
+            late_memory <= 2 * early_memory,
+            "{view}: memory grew from {early_memory} to {late_memory} bytes"
         );
     }
     let rows: i64 = client

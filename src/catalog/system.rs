@@ -126,6 +126,7 @@ impl MaterializedViewsTable {
                 ),
                 Field::new("state_entries", DataType::Int64, false),
                 Field::new("state_bytes", DataType::Int64, false),
+                Field::new("state_memory_bytes", DataType::Int64, false),
             ])),
         }
     }
@@ -141,6 +142,7 @@ impl MaterializedViewsTable {
         let mut late = Vec::new();
         let mut watermarks = Vec::new();
         let (mut entries, mut bytes) = (Vec::new(), Vec::new());
+        let mut memory = Vec::new();
         for definition in catalog.definitions() {
             let Some(result) = catalog.view_result(&definition.name) else {
                 continue;
@@ -157,6 +159,11 @@ impl MaterializedViewsTable {
                     .map(|(k, v)| (k.len() + v.len()) as i64)
                     .sum::<i64>(),
             );
+            memory.push(
+                result
+                    .state_memory_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed) as i64,
+            );
             names.push(definition.name.clone());
             sources.push(definition.depends_on.join(", "));
             counts.push(result.row_count());
@@ -171,6 +178,7 @@ impl MaterializedViewsTable {
             Arc::new(TimestampNanosecondArray::from(watermarks)),
             Arc::new(Int64Array::from(entries)),
             Arc::new(Int64Array::from(bytes)),
+            Arc::new(Int64Array::from(memory)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }

@@ -40,6 +40,12 @@ pub trait Operator: Send {
     fn restore(&mut self, _state: &StateReader) -> Result<()> {
         Ok(())
     }
+
+    /// Roughly the bytes of memory its state holds (accumulators, keys,
+    /// rows it waits on); computed at checkpoints, so it may walk the state.
+    fn memory_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// Feeds `messages` through `operator`, returning what it produced.

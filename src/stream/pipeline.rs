@@ -124,6 +124,11 @@ impl ViewPipeline {
             // The view's own state: how many rows its operators dropped.
             let late = self.sink.result().late_rows.load(Ordering::Relaxed) as i64;
             StateWriter::new(self.sink_prefix(), checkpoint).put(LATE_ROWS, encode_i64(late));
+            let memory: usize = self.operators.iter().map(|o| o.memory_bytes()).sum();
+            self.sink
+                .result()
+                .state_memory_bytes
+                .store(memory as u64, Ordering::Relaxed);
         }
         if let Some(late) = &mut self.late {
             late.collect()?;

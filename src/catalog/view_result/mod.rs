@@ -47,6 +47,9 @@ pub struct ViewResult {
     watermark: Mutex<Option<i64>>,
     /// Rows dropped as late by this view's operators.
     pub late_rows: Arc<AtomicU64>,
+    /// Bytes of memory the view's operator state held at the last
+    /// checkpoint (`weir_catalog.materialized_views`).
+    pub state_memory_bytes: AtomicU64,
 }
 
 #[derive(Default)]
@@ -211,6 +214,7 @@ impl ViewResult {
             total_rows: AtomicI64::new(head.rows),
             watermark: Mutex::new(None),
             late_rows: Arc::new(AtomicU64::new(0)),
+            state_memory_bytes: AtomicU64::new(0),
         })
     }
 

@@ -47,6 +47,10 @@ pub struct WindowGroup {
 /// One window's groups: group key (row format) -> accumulators.
 pub type Bin = HashMap<Vec<u8>, Vec<Box<dyn Accumulator>>>;
 
+/// A hash map entry, its key's and vector's headers: per group, beyond
+/// what the key and the accumulators report.
+pub const GROUP_OVERHEAD_BYTES: usize = 64;
+
 /// A window bin's key when the aggregate has no window.
 const UNWINDOWED: i64 = i64::MAX;
 
@@ -301,6 +305,16 @@ pub fn arguments_for(arguments: &Arguments, indices: &UInt32Array) -> Result<Vec
 }
 
 impl Operator for AggregateOperator {
+    fn memory_bytes(&self) -> usize {
+        let groups = self.bins.values().flat_map(|bin| bin.iter());
+        groups
+            .map(|(key, accumulators)| {
+                let sizes: usize = accumulators.iter().map(|a| a.size()).sum();
+                key.capacity() + sizes + GROUP_OVERHEAD_BYTES
+            })
+            .sum()
+    }
+
     fn name(&self) -> &'static str {
         "Aggregate"
     }

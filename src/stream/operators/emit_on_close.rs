@@ -38,6 +38,13 @@ impl EmitOnCloseOperator {
 }
 
 impl Operator for EmitOnCloseOperator {
+    fn memory_bytes(&self) -> usize {
+        self.pending
+            .iter()
+            .map(|chunk| chunk.rows.get_array_memory_size())
+            .sum()
+    }
+
     fn name(&self) -> &'static str {
         "EmitOnClose"
     }

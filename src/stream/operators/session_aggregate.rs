@@ -401,6 +401,19 @@ fn session_name(key: &[u8]) -> Vec<u8> {
 }
 
 impl Operator for SessionAggregateOperator {
+    fn memory_bytes(&self) -> usize {
+        let per_key = self.sessions.iter().map(|(key, sessions)| {
+            let accumulators: usize = sessions
+                .values()
+                .flat_map(|session| session.accumulators.iter().flatten())
+                .map(|accumulator| accumulator.size())
+                .sum();
+            key.capacity() + accumulators + sessions.len() * super::aggregate::GROUP_OVERHEAD_BYTES
+        });
+        let index = (self.open_ends.len() + self.marker_ends.len()) * 48;
+        per_key.sum::<usize>() + index
+    }
+
     fn name(&self) -> &'static str {
         "SessionAggregate"
     }
