@@ -67,7 +67,7 @@ pub struct Dataflow {
 }
 
 /// A statement's pending view writes past this many bytes are spilled.
-const VIEW_SPILL_BYTES: usize = 32 * 1024 * 1024;
+const VIEW_SPILL_BYTES: usize = 16 * 1024 * 1024;
 
 impl Dataflow {
     pub fn add_view(&mut self, pipeline: ViewPipeline) {
@@ -228,7 +228,11 @@ impl Dataflow {
         if !reservations.is_empty() {
             store.commit(reservations)?;
         }
-        store.stage(writes.split_off_prefix(&all_view_rows_prefix()))
+        store.stage(writes.split_off_prefix(&all_view_rows_prefix()))?;
+        for view in self.views.values() {
+            view.results().for_each(|result| result.spilled());
+        }
+        Ok(())
     }
 
     /// The writes taken so far are committed: every view's changes become

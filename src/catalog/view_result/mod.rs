@@ -54,8 +54,15 @@ pub struct ViewResult {
 
 #[derive(Default)]
 struct Staged {
+    /// Something was applied since the last commit.
+    changed: bool,
+    /// Count change by row; empty once `in_store`.
     rows: BTreeMap<Vec<u8>, i64>,
     total: i64,
+    /// The statement's versions are in the store (spilled): a row's running
+    /// count is its version at `epoch` there, and changes go straight to
+    /// the store, so memory holds no per-row state of a big statement.
+    in_store: bool,
     /// The epoch the staged versions are written at.
     epoch: u64,
     /// Versions of `epoch` may be in the store before the commit (spilled),
@@ -232,29 +239,38 @@ impl ViewResult {
         let encoded = self.converter.convert_columns(chunk.rows.columns())?;
         let prefix = view_rows_prefix(self.id);
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
-        let mut touched = std::collections::BTreeSet::new();
+        let mut deltas: BTreeMap<&[u8], i64> = BTreeMap::new();
         for row in 0..chunk.num_rows() {
-            let bytes = encoded.row(row).data();
-            *staged.rows.entry(bytes.to_vec()).or_insert(0) += chunk.diff(row);
+            *deltas.entry(encoded.row(row).data()).or_insert(0) += chunk.diff(row);
             staged.total += chunk.diff(row);
-            touched.insert(bytes);
         }
+        staged.changed = true;
         let (committed, oldest, aborted, epoch) = self.readers.for_write();
         staged.epoch = epoch;
         let mut writes = WriteBatch::new();
-        for bytes in touched {
+        for (bytes, delta) in deltas {
             let mut stored_key = prefix.clone();
             stored_key.extend_from_slice(bytes);
             let versions = match self.store.get(&stored_key)? {
                 Some(value) => Versions::decode(&value)?,
                 None => Versions::default(),
             };
-            let change = staged.rows.get(bytes).copied().unwrap_or(0);
-            let count = versions.count_at(committed, &aborted) + change;
-            match versions.with(epoch, count, oldest, &aborted) {
+            let committed_count = versions.count_at(committed, &aborted);
+            let before = if staged.in_store {
+                versions.exactly_at(epoch).unwrap_or(committed_count)
+            } else {
+                let change = staged.rows.entry(bytes.to_vec()).or_insert(0);
+                let before = committed_count + *change;
+                *change += delta;
+                before
+            };
+            match versions.with(epoch, before + delta, oldest, &aborted) {
                 Some(versions) => writes.put(stored_key, versions.encode()),
                 None => writes.delete(stored_key),
             }
+        }
+        if staged.in_store {
+            self.store.stage(std::mem::take(&mut writes))?;
         }
         let head = ViewHead {
             epoch,
@@ -266,12 +282,22 @@ impl ViewResult {
         Ok(writes)
     }
 
+    /// The staged versions were written to the store (after `reserve`):
+    /// from now on the store holds this statement's running counts.
+    pub fn spilled(&self) {
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if staged.reserved {
+            staged.in_store = true;
+            staged.rows = BTreeMap::new();
+        }
+    }
+
     /// Before staged row versions go to the store ahead of their commit:
     /// the write that reserves their epoch (commit it durably first), or
     /// None when it is reserved already or nothing is staged.
     pub fn reserve(&self) -> Result<Option<WriteBatch>> {
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
-        if staged.rows.is_empty() || staged.reserved {
+        if !staged.changed || staged.reserved {
             return Ok(None);
         }
         staged.reserved = true;
@@ -290,7 +316,7 @@ impl ViewResult {
     /// The staged changes are committed: queries see them from now on.
     pub fn publish(&self) {
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
-        if staged.rows.is_empty() {
+        if !staged.changed {
             return;
         }
         let taken = std::mem::take(&mut *staged);

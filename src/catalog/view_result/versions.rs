@@ -57,6 +57,14 @@ impl Versions {
             .map_or(0, |(_, count)| *count)
     }
 
+    /// The count written at exactly `epoch`, if any.
+    pub fn exactly_at(&self, epoch: u64) -> Option<i64> {
+        self.0
+            .iter()
+            .find(|(at, _)| *at == epoch)
+            .map(|(_, count)| *count)
+    }
+
     /// Adds `count` as of `epoch`, keeping only what readers at `oldest`
     /// or later can see; None when no reader could see the row at all.
     pub fn with(mut self, epoch: u64, count: i64, oldest: u64, aborted: &[u64]) -> Option<Self> {
