@@ -46,6 +46,17 @@ struct ServeOptions {
     /// live on disk; this much of them is cached).
     #[arg(long, env = "WEIR_STORE_CACHE_MB", default_value_t = weir::state::DEFAULT_CACHE_BYTES / (1024 * 1024))]
     store_cache_mb: u64,
+    /// The most memory materialized views' running state may hold together
+    /// (e.g. 2GB); a statement that would pass it fails with an error
+    /// naming the view instead of the process running out of memory.
+    /// Default: no limit.
+    #[arg(long, env = "WEIR_MEMORY_LIMIT", value_parser = parse_memory_limit)]
+    memory_limit: Option<u64>,
+}
+
+fn parse_memory_limit(text: &str) -> Result<u64, String> {
+    weir::engine::system_settings::parse_memory_size(text)
+        .ok_or_else(|| format!("{text:?} is not a memory size such as 512MB or 2GB"))
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -158,6 +169,7 @@ async fn bench(options: BenchOptions) -> weir::error::Result<()> {
 async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     let cache_bytes = options.store_cache_mb.saturating_mul(1024 * 1024);
     let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
+    engine.set_memory_limit_bytes(options.memory_limit);
     // Started even at 0, so ALTER SYSTEM can turn checkpoints on.
     engine.start_checkpoints(std::time::Duration::from_millis(
         options.checkpoint_interval_ms,

@@ -121,3 +121,92 @@ async fn expired_rows_leave_the_table_but_not_the_views() {
         vec!["2026-01-01 00:01:40".to_string(), "1".to_string()]
     );
 }
+
+async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+/// Waits until `SELECT count(*) FROM clicks` is at most `expected`.
+async fn kept_rows(client: &tokio_postgres::Client, expected: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let kept = count(client, "SELECT count(*) FROM clicks").await;
+        if kept <= expected || Instant::now() > deadline {
+            return kept;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn insert_seconds(client: &tokio_postgres::Client, seconds: std::ops::Range<u32>) {
+    for second in seconds {
+        client
+            .batch_execute(&format!(
+                "INSERT INTO clicks VALUES (1, TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '{second}' SECOND), \
+                 (2, TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '{second}' SECOND)"
+            ))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_table_sets_and_resets_retention_durably() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let arguments = ["--checkpoint-interval-ms", "100"];
+    let mut server = TestServer::start_with(&data_dir, &arguments);
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE clicks (user_id BIGINT, ts TIMESTAMP, WATERMARK FOR ts) APPEND ONLY; \
+             CREATE TABLE plain (v BIGINT); \
+             CREATE MATERIALIZED VIEW totals AS SELECT count(*) AS n FROM clicks",
+        )
+        .await
+        .unwrap();
+    let code =
+        |error: tokio_postgres::Error| error.as_db_error().unwrap().code().code().to_string();
+    for (sql, expected) in [
+        ("ALTER TABLE plain SET (retention = '1 day')", "22023"),
+        ("ALTER TABLE totals SET (retention = '1 day')", "42809"),
+        ("ALTER TABLE missing SET (retention = '1 day')", "42P01"),
+        (
+            "ALTER TABLE clicks SET (watermark_idle_timeout = '1s')",
+            "0A000",
+        ),
+        ("ALTER TABLE clicks SET (retention = 'later')", "22023"),
+    ] {
+        let error = client.batch_execute(sql).await.unwrap_err();
+        assert_eq!(code(error), expected, "{sql}");
+    }
+    client
+        .batch_execute("ALTER TABLE IF EXISTS missing SET (retention = '1 day')")
+        .await
+        .unwrap();
+
+    // Kept while no retention is set; 20 s of history go once it is.
+    insert_seconds(&client, 0..30).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(count(&client, "SELECT count(*) FROM clicks").await, 60);
+    client
+        .batch_execute("ALTER TABLE clicks SET (retention = '10 seconds')")
+        .await
+        .unwrap();
+    assert_eq!(kept_rows(&client, 22).await, 22, "19..29 s stay");
+
+    // The retention survives a restart; RESET keeps everything again.
+    server.kill();
+    let server = TestServer::start_with(&data_dir, &arguments);
+    let client = server.connect().await;
+    insert_seconds(&client, 30..40).await;
+    assert_eq!(kept_rows(&client, 22).await, 22, "29..39 s stay");
+    client
+        .batch_execute("ALTER TABLE clicks RESET (retention)")
+        .await
+        .unwrap();
+    insert_seconds(&client, 40..60).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(count(&client, "SELECT count(*) FROM clicks").await, 62);
+    assert_eq!(count(&client, "SELECT n FROM totals").await, 120);
+}

@@ -525,6 +525,23 @@ impl Catalog {
         names
     }
 
+    /// A table's new retention (None: keep every row), durable before it
+    /// takes effect.
+    pub fn set_retention(&self, name: &str, retention_ms: Option<i64>) -> Result<()> {
+        let (Some(mut definition), Some(log)) = (self.get(name), self.table(name)) else {
+            return Err(WeirError::new(
+                sqlstate::UNDEFINED_TABLE,
+                format!("table \"{name}\" does not exist"),
+            ));
+        };
+        let stream = definition.stream.get_or_insert_with(Default::default);
+        stream.retention_ms = retention_ms;
+        self.persist(&definition)?;
+        log.set_retention_ms(retention_ms);
+        self.write().insert(name.to_string(), definition);
+        Ok(())
+    }
+
     fn persist(&self, definition: &RelationDefinition) -> Result<()> {
         self.store.commit(self.definition_write(definition)?)
     }

@@ -301,3 +301,44 @@ pub fn relation_name(reference: &TableReference) -> Result<String> {
     }
     Ok(reference.table().to_string())
 }
+
+impl Engine {
+    /// `ALTER TABLE t SET (retention = ...)` / `RESET (retention)`: rows
+    /// behind the new retention go after the next checkpoint. The caller
+    /// holds the catalog lock (`lock_catalog`).
+    pub fn alter_retention(
+        &self,
+        alter: &crate::sql::alter_table::AlterRetention,
+    ) -> Result<CommandDone> {
+        let definition = match self.catalog.get(&alter.table) {
+            Some(definition) if definition.kind == RelationKind::Table => definition,
+            Some(definition) => {
+                return Err(WeirError::new(
+                    sqlstate::WRONG_OBJECT_TYPE,
+                    format!("\"{}\" is not a table", definition.name),
+                ))
+            }
+            None if alter.if_exists => return Ok(CommandDone::new("ALTER TABLE")),
+            None => {
+                return Err(WeirError::new(
+                    sqlstate::UNDEFINED_TABLE,
+                    format!("table \"{}\" does not exist", alter.table),
+                ))
+            }
+        };
+        let watermarked = definition
+            .stream
+            .as_ref()
+            .is_some_and(|stream| stream.watermark.is_some());
+        if alter.retention_ms.is_some() && !watermarked {
+            return Err(WeirError::new(
+                sqlstate::INVALID_PARAMETER_VALUE,
+                "retention needs a watermark: rows expire by event time behind it",
+            )
+            .with_hint("Only tables declared with WATERMARK FOR <time column> can expire rows."));
+        }
+        self.catalog
+            .set_retention(&alter.table, alter.retention_ms)?;
+        Ok(CommandDone::new("ALTER TABLE"))
+    }
+}

@@ -7,7 +7,7 @@ mod ddl;
 mod materialized;
 mod output_limits;
 pub mod sql_types;
-mod system_settings;
+pub mod system_settings;
 mod watermark;
 
 use std::path::{Path, PathBuf};
@@ -144,7 +144,12 @@ impl Engine {
                         })?;
                     continue;
                 }
-                Some(sql::Statement::Flush | sql::Statement::AlterSystem { .. }) | None => {
+                Some(
+                    sql::Statement::Flush
+                    | sql::Statement::AlterSystem { .. }
+                    | sql::Statement::AlterRetention(_),
+                )
+                | None => {
                     return Err(WeirError::internal(format!(
                         "stored definition of {} is not a CREATE statement",
                         definition.name

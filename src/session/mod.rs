@@ -83,7 +83,10 @@ pub enum Action {
 fn changes_catalog(action: &Action) -> bool {
     match action {
         Action::Plan(plan) => matches!(plan.as_ref(), LogicalPlan::Ddl(_)),
-        Action::Utility(utility) => matches!(utility, Utility::DropMaterializedView { .. }),
+        Action::Utility(utility) => matches!(
+            utility,
+            Utility::DropMaterializedView { .. } | Utility::AlterRetention(_)
+        ),
         Action::MaterializedView(view) => !view.explain,
     }
 }
@@ -162,6 +165,12 @@ impl Session {
                 text,
                 options,
             } => (statement, text, Some(options)),
+            sql::Statement::AlterRetention(alter) => {
+                return Ok(Prepared::utility(
+                    "ALTER TABLE".to_string(),
+                    Utility::AlterRetention(alter),
+                ))
+            }
             sql::Statement::AlterSystem { name, value } => {
                 return Ok(Prepared::utility(
                     "ALTER SYSTEM".to_string(),
@@ -383,6 +392,9 @@ impl Session {
             Utility::Discard => {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("DISCARD ALL")))
+            }
+            Utility::AlterRetention(alter) => {
+                Ok(Outcome::Done(self.engine.alter_retention(alter)?))
             }
             Utility::AlterSystem { name, value } => Ok(Outcome::Done(
                 self.engine.alter_system(name, value.as_deref())?,

@@ -30,6 +30,7 @@ pub enum Utility {
     ShowAll,
     ShowTables,
     ShowMaterializedViews,
+    AlterRetention(crate::sql::alter_table::AlterRetention),
     /// `value` None is RESET.
     AlterSystem {
         name: String,

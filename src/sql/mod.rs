@@ -4,6 +4,7 @@
 //! standard statement is handed on as sqlparser's AST for DataFusion to plan.
 
 mod alter_system;
+pub mod alter_table;
 pub mod checked_arithmetic;
 mod interval;
 mod late_data;

@@ -44,6 +44,8 @@ pub enum Statement {
     CreateMaterializedView(Box<MaterializedView>),
     /// `ALTER SYSTEM SET name = value` (None: `ALTER SYSTEM RESET name`).
     AlterSystem { name: String, value: Option<String> },
+    /// `ALTER TABLE t SET (retention = ...)` / `RESET (retention)`.
+    AlterRetention(super::alter_table::AlterRetention),
 }
 
 static COMPATIBILITY: LazyLock<PostgresCompatibilityParser> =
@@ -112,6 +114,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     }
     if let Some((name, value)) = super::alter_system::parse(&tokens)? {
         return Ok(Statement::AlterSystem { name, value });
+    }
+    if let Some(alter) = super::alter_table::parse(&tokens)? {
+        return Ok(Statement::AlterRetention(alter));
     }
     let tokens = windows::normalize_flink_spelling(tokens)?;
     let tokens = materialized::show_create_as_view(tokens);

@@ -123,7 +123,7 @@ pub fn extract_with_options(tokens: &mut Vec<TokenWithSpan>) -> Result<TableOpti
     Ok(options)
 }
 
-fn table_options(options: &[Token]) -> Result<TableOptions> {
+pub(super) fn table_options(options: &[Token]) -> Result<TableOptions> {
     let mut parsed = TableOptions::default();
     for option in options.split(|t| *t == Token::Comma) {
         let [Token::Word(key), Token::Eq, value] = option else {

@@ -113,9 +113,10 @@ pub trait StateStore: Send + Sync + 'static {
 
     fn commit(&self, batch: WriteBatch) -> Result<()>;
 
-    /// Applies `batch` atomically without waiting for the disk: it becomes
-    /// durable with the next `commit`. For data nothing refers to yet (rows
-    /// a statement spills before its commit makes them visible).
+    /// Applies `batch` without waiting for the disk, in pieces (not
+    /// atomically): it becomes durable with the next `commit`. For data
+    /// nothing refers to yet (rows a statement spills before its commit
+    /// makes them visible), which a crash may leave partly written.
     fn stage(&self, batch: WriteBatch) -> Result<()>;
 
     /// Entries with `start <= key < end`, in key order, read lazily.

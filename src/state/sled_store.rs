@@ -40,6 +40,27 @@ fn io_error(error: sled::Error) -> WeirError {
     WeirError::io(format!("storage error: {error}"))
 }
 
+/// Operations per sled batch when staging (see `stage`).
+const STAGE_PIECE_OPERATIONS: usize = 64;
+
+impl SledStore {
+    fn apply_atomically(&self, batch: WriteBatch) -> Result<()> {
+        let mut sled_batch = sled::Batch::default();
+        for operation in batch.operations {
+            match operation {
+                WriteOperation::Put(key, value) => sled_batch.insert(key, envelope::seal(&value)),
+                WriteOperation::Delete(key) => sled_batch.remove(key),
+                WriteOperation::DeletePrefix(prefix) => {
+                    for key in self.database.scan_prefix(&prefix).keys() {
+                        sled_batch.remove(key.map_err(io_error)?);
+                    }
+                }
+            }
+        }
+        self.database.apply_batch(sled_batch).map_err(io_error)
+    }
+}
+
 impl StateStore for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.database.get(key).map_err(io_error)? {
@@ -60,26 +81,24 @@ impl StateStore for SledStore {
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
-        self.stage(batch)?;
+        self.apply_atomically(batch)?;
         // The acknowledgement promise: nothing is reported done before fsync.
         self.database.flush().map_err(io_error)?;
         Ok(())
     }
 
     fn stage(&self, batch: WriteBatch) -> Result<()> {
-        let mut sled_batch = sled::Batch::default();
+        // sled frees the node versions a batch replaces only when the batch
+        // ends (one epoch guard spans it), so a big batch holds a copy of
+        // every node it touched: apply it in small pieces instead.
+        let mut piece = WriteBatch::new();
         for operation in batch.operations {
-            match operation {
-                WriteOperation::Put(key, value) => sled_batch.insert(key, envelope::seal(&value)),
-                WriteOperation::Delete(key) => sled_batch.remove(key),
-                WriteOperation::DeletePrefix(prefix) => {
-                    for key in self.database.scan_prefix(&prefix).keys() {
-                        sled_batch.remove(key.map_err(io_error)?);
-                    }
-                }
+            piece.operations.push(operation);
+            if piece.operations.len() >= STAGE_PIECE_OPERATIONS {
+                self.apply_atomically(std::mem::take(&mut piece))?;
             }
         }
-        self.database.apply_batch(sled_batch).map_err(io_error)
+        self.apply_atomically(piece)
     }
 
     fn scan_range(&self, start: &[u8], end: &[u8]) -> Entries {

@@ -25,7 +25,7 @@ use super::message::{Chunk, Message};
 pub use super::pipeline::ViewPipeline;
 use super::WatermarkTracker;
 use crate::catalog::view_result::all_view_rows_prefix;
-use crate::error::{Result, WeirError};
+use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 
 /// The key of the last committed checkpoint's record.
@@ -64,6 +64,11 @@ pub struct Dataflow {
     full_checkpoint: bool,
     /// Where a big statement's view changes go ahead of its commit.
     spill_store: Option<Arc<dyn StateStore>>,
+    /// The most memory the views' operator state may hold together.
+    memory_limit_bytes: Option<usize>,
+    /// Recovery is replaying committed rows, which must not fail on the
+    /// memory limit (they were accepted before).
+    replaying: bool,
 }
 
 /// A statement's pending view writes past this many bytes are spilled.
@@ -110,7 +115,45 @@ impl Dataflow {
             .any(|view| view.inputs.iter().any(|input| input == relation))
     }
 
+    pub fn set_memory_limit_bytes(&mut self, limit: Option<usize>) {
+        self.memory_limit_bytes = limit;
+    }
+
+    pub fn memory_limit_bytes(&self) -> Option<usize> {
+        self.memory_limit_bytes
+    }
+
+    /// The views' operator state in memory, as last measured.
+    pub fn memory_bytes(&self) -> usize {
+        self.views.values().map(ViewPipeline::memory_bytes).sum()
+    }
+
+    /// Fails when the views' state has grown past the memory limit, naming
+    /// `view`, whose state just grew (the statement is then undone).
+    fn check_memory(&self, id: u64) -> Result<()> {
+        let (Some(limit), Some(view)) = (self.memory_limit_bytes, self.views.get(&id)) else {
+            return Ok(());
+        };
+        let total = self.memory_bytes();
+        if self.replaying || total <= limit {
+            return Ok(());
+        }
+        Err(WeirError::new(
+            sqlstate::OUT_OF_MEMORY,
+            format!(
+                "materialized view \"{}\" would need {} of state in memory; with the other views that exceeds the memory limit of {}",
+                view.name,
+                format_bytes(view.memory_bytes()),
+                format_bytes(limit),
+            ),
+        )
+        .with_hint(
+            "The statement was not applied. Bound the view's state (shorter windows or allowed_lateness, fewer groups), drop a view, or restart weir with a larger --memory-limit.",
+        ))
+    }
+
     pub fn set_replaying(&mut self, replaying: bool) {
+        self.replaying = replaying;
         for view in self.views.values_mut() {
             view.set_replaying(replaying);
         }
@@ -187,12 +230,16 @@ impl Dataflow {
     ) -> Result<()> {
         let mut queue = VecDeque::from([(source.to_string(), messages, only)]);
         while let Some((input, messages, only)) = queue.pop_front() {
-            for view in self.views.values_mut() {
+            let ids: Vec<u64> = self.views.keys().copied().collect();
+            for id in ids {
+                let view = self.views.get_mut(&id).expect("a listed view");
                 let reads = view.inputs.contains(&input);
                 if !reads || only.is_some_and(|only| only != view.name) {
                     continue;
                 }
                 let changes = view.process(&input, messages.clone(), writes)?;
+                self.check_memory(id)?;
+                let view = self.views.get_mut(&id).expect("a listed view");
                 writes.extend(view.take_writes());
                 if let Some((late, changes)) = view.take_late_changes() {
                     queue.push_back((late, changes, None));
@@ -298,6 +345,23 @@ impl Dataflow {
             view.restore(&mut state_of)?;
         }
         Ok(())
+    }
+}
+
+/// `bytes` for people: "512 MB", "1.5 GB" (powers of 1024, as Postgres
+/// prints memory settings).
+pub fn format_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["bytes", "kB", "MB", "GB", "TB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() < 0.05 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
     }
 }
 

@@ -20,6 +20,14 @@ impl Message {
     pub fn batch(chunk: Chunk) -> Self {
         Message::Batch(Box::new(chunk))
     }
+
+    /// The rows it carries (0 for a watermark or barrier).
+    pub fn num_rows(&self) -> usize {
+        match self {
+            Message::Batch(chunk) => chunk.num_rows(),
+            _ => 0,
+        }
+    }
 }
 
 /// Rows with, optionally, a diff per row (+1 insert, -1 retraction; None

@@ -30,6 +30,36 @@ pub struct ViewPipeline {
     late: Option<LateSink>,
     watermarks: WatermarkMerge,
     barriers: BarrierAlign,
+    memory: MemoryGauge,
+}
+
+/// The operators' state in memory, measured often enough to enforce a
+/// limit yet with amortised cost: a measurement walks the state, so the
+/// next comes only after input proportional to the state's size.
+#[derive(Debug, Default)]
+struct MemoryGauge {
+    measured_bytes: usize,
+    rows_since_measured: usize,
+}
+
+/// Input rows between measurements: at least this many, and one per this
+/// many bytes of measured state (a group's state is ~100 bytes or more, so
+/// a walk visits at most ~10 groups per input row).
+const MIN_ROWS_BETWEEN_MEASUREMENTS: usize = 4096;
+const STATE_BYTES_PER_ROW_BETWEEN_MEASUREMENTS: usize = 1024;
+
+impl MemoryGauge {
+    fn due(&mut self, rows: usize) -> bool {
+        self.rows_since_measured += rows;
+        let interval = (self.measured_bytes / STATE_BYTES_PER_ROW_BETWEEN_MEASUREMENTS)
+            .max(MIN_ROWS_BETWEEN_MEASUREMENTS);
+        self.rows_since_measured >= interval
+    }
+
+    fn record(&mut self, bytes: usize) {
+        self.measured_bytes = bytes;
+        self.rows_since_measured = 0;
+    }
 }
 
 /// The side output: late rows the operators kept, applied to `<view>_late`.
@@ -80,6 +110,7 @@ impl ViewPipeline {
             name: name.to_string(),
             watermarks: WatermarkMerge::new(&inputs),
             barriers: BarrierAlign::new(&inputs),
+            memory: MemoryGauge::default(),
             inputs,
             operators,
             sink: MaterializeOperator::new(result),
@@ -95,6 +126,7 @@ impl ViewPipeline {
         checkpoint: &mut WriteBatch,
     ) -> Result<Vec<Message>> {
         let mut current = Vec::with_capacity(messages.len());
+        let mut rows = 0;
         for message in messages {
             match message {
                 Message::Watermark(watermark) => {
@@ -107,7 +139,10 @@ impl ViewPipeline {
                         current.push(Message::Barrier(epoch));
                     }
                 }
-                other => current.push(other),
+                other => {
+                    rows += other.num_rows();
+                    current.push(other);
+                }
             }
         }
         for (index, operator) in self.operators.iter_mut().enumerate() {
@@ -120,15 +155,14 @@ impl ViewPipeline {
                 },
             )?;
         }
-        if current.iter().any(|m| matches!(m, Message::Barrier(_))) {
+        let barrier = current.iter().any(|m| matches!(m, Message::Barrier(_)));
+        if barrier {
             // The view's own state: how many rows its operators dropped.
             let late = self.sink.result().late_rows.load(Ordering::Relaxed) as i64;
             StateWriter::new(self.sink_prefix(), checkpoint).put(LATE_ROWS, encode_i64(late));
-            let memory: usize = self.operators.iter().map(|o| o.memory_bytes()).sum();
-            self.sink
-                .result()
-                .state_memory_bytes
-                .store(memory as u64, Ordering::Relaxed);
+        }
+        if self.memory.due(rows) || barrier {
+            self.measure_memory();
         }
         if let Some(late) = &mut self.late {
             late.collect()?;
@@ -137,6 +171,20 @@ impl ViewPipeline {
             late.changes.extend(barriers.cloned());
         }
         run(&mut self.sink, current)
+    }
+
+    fn measure_memory(&mut self) {
+        let bytes: usize = self.operators.iter().map(|o| o.memory_bytes()).sum();
+        self.memory.record(bytes);
+        self.sink
+            .result()
+            .state_memory_bytes
+            .store(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Its operators' state in memory when last measured.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory.measured_bytes
     }
 
     /// The writes of the view's rows (and late rows) changed so far.

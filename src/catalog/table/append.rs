@@ -23,7 +23,7 @@ use super::entries::{self, encode_entry, encode_head, entry_key, head_key, Entry
 use super::{AppendObserver, CommitGate, MessageChunks, TableLog, Writer, ROWS_PER_ENTRY};
 
 /// Rows a write keeps in memory before spilling them to the log.
-pub(super) const SPILL_ROWS: usize = 4 * ROWS_PER_ENTRY;
+pub(super) const SPILL_ROWS: usize = 256 * 1024;
 use crate::error::{Result, WeirError};
 use crate::state::{StateStore, WriteBatch};
 use crate::stream::dataflow::source_messages;

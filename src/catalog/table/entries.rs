@@ -77,7 +77,8 @@ pub fn load_head(store: &dyn StateStore, table_id: u64) -> Result<Option<LogHead
 
 /// An entry's value: a flag and the event time before it, then the rows.
 pub fn encode_entry(rows: &RecordBatch, max_event_before: Option<i64>) -> Result<Vec<u8>> {
-    let mut value = Vec::with_capacity(9 + rows.get_array_memory_size());
+    // Not `get_array_memory_size`: for a slice that is the whole buffer's.
+    let mut value = Vec::with_capacity(9 + rows.num_rows() * rows.num_columns() * 8);
     value.push(u8::from(max_event_before.is_some()));
     value.extend_from_slice(&max_event_before.unwrap_or(0).to_be_bytes());
     value.extend_from_slice(&encode_batch(rows)?);

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -48,9 +48,17 @@ use append::commit_with_views;
 use clock::{load_ticks, Clock};
 use entries::{EntryReader, LogHead};
 
-/// Rows per stored log entry; bigger writes are split so no value is huge,
-/// and a statement keeps at most this many rows in memory before spilling.
-const ROWS_PER_ENTRY: usize = 64 * 1024;
+/// Rows per stored log entry; bigger writes are split so no value is big.
+/// Small entries matter for memory: sled's page cache has 256 shards that
+/// each keep at least their newest page, so entries of megabytes would pin
+/// hundreds of megabytes whatever the cache size (~128 KB each here).
+const ROWS_PER_ENTRY: usize = 4 * 1024;
+
+const NO_RETENTION: i64 = i64::MIN;
+
+fn retention_ns(retention_ms: Option<i64>) -> i64 {
+    retention_ms.map_or(NO_RETENTION, |ms| ms.saturating_mul(1_000_000))
+}
 
 /// The DataFusion face of a table: schema, constraints, defaults, and the log.
 #[derive(Debug)]
@@ -100,7 +108,8 @@ pub struct TableLog {
     /// Watermarks raised between rows, by the row count at the time.
     ticks: Mutex<BTreeMap<u64, i64>>,
     /// `WITH (retention = ...)`: rows this far behind the watermark go.
-    retention_ns: Option<i64>,
+    /// `NO_RETENTION` when rows are kept; ALTER TABLE changes it.
+    retention_ns: AtomicI64,
 }
 
 /// Holds a table's writes off while a new view reads its history.
@@ -189,9 +198,9 @@ impl TableLog {
             clock: clock.map(Mutex::new),
             proctime,
             ticks: Mutex::new(ticks),
-            retention_ns: stream
-                .and_then(|stream| stream.retention_ms)
-                .map(|ms| ms.saturating_mul(1_000_000)),
+            retention_ns: AtomicI64::new(retention_ns(
+                stream.and_then(|stream| stream.retention_ms),
+            )),
         })
     }
 

@@ -3,19 +3,31 @@
 //! Views are unaffected (their state and rows are their own); a query, or a
 //! view created later, sees only the rows still kept.
 
+use std::sync::atomic::Ordering;
+
 use super::entries::EntryReader;
 use super::TableLog;
 use crate::error::Result;
 use crate::state::WriteBatch;
 
 impl TableLog {
+    /// Rows this far behind the watermark are deleted (None: all kept).
+    pub fn set_retention_ms(&self, retention_ms: Option<i64>) {
+        self.retention_ns
+            .store(super::retention_ns(retention_ms), Ordering::Relaxed);
+    }
+
+    fn retention(&self) -> Option<i64> {
+        Some(self.retention_ns.load(Ordering::Relaxed)).filter(|ns| *ns != super::NO_RETENTION)
+    }
+
     /// Deletes the entries whose rows are all older than the retention
     /// (behind the watermark) and among the first `covered_rows` (rows a
     /// checkpoint has covered, so recovery never needs them); returns the
     /// rows deleted. Reads only the expired entries and one more: an
     /// entry's `max_event_before` only grows along the log.
     pub fn expire(&self, covered_rows: u64) -> Result<u64> {
-        let (Some(retention_ns), Some(watermark_ns)) = (self.retention_ns, self.watermark_ns())
+        let (Some(retention_ns), Some(watermark_ns)) = (self.retention(), self.watermark_ns())
         else {
             return Ok(0);
         };
