@@ -24,9 +24,11 @@ pub const SERVER_VERSION: &str = "16.6";
 
 /// Binds `listen`; the returned listener is handed to `serve`.
 pub async fn bind(listen: &str) -> Result<TcpListener> {
-    TcpListener::bind(listen)
-        .await
-        .map_err(|error| WeirError::io(format!("cannot listen on {listen}: {error}")))
+    TcpListener::bind(listen).await.map_err(|error| {
+        WeirError::io(format!("cannot listen on {listen}: {error}")).with_hint(
+            "Is another server using the port? Pick another with --listen (e.g. 127.0.0.1:5456).",
+        )
+    })
 }
 
 /// Serves connections until `shutdown` completes.
