@@ -10,7 +10,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{sqlstate, Result, WeirError};
-use crate::state::batch_codec::{decode_batches_projected, encode_batch};
+use crate::state::batch_codec::{decode_batches_projected, encode_batch_compressed};
 use crate::state::{key, Entries, StateStore, WriteBatch};
 
 /// The committed state of a table's log.
@@ -81,7 +81,7 @@ pub fn encode_entry(rows: &RecordBatch, max_event_before: Option<i64>) -> Result
     let mut value = Vec::with_capacity(9 + rows.num_rows() * rows.num_columns() * 8);
     value.push(u8::from(max_event_before.is_some()));
     value.extend_from_slice(&max_event_before.unwrap_or(0).to_be_bytes());
-    value.extend_from_slice(&encode_batch(rows)?);
+    value.extend_from_slice(&encode_batch_compressed(rows)?);
     Ok(value)
 }
 
