@@ -55,7 +55,7 @@ struct ServeOptions {
 }
 
 fn parse_memory_limit(text: &str) -> Result<u64, String> {
-    weir::engine::system_settings::parse_memory_size(text)
+    weir::session::parse_memory_size(text)
         .ok_or_else(|| format!("{text:?} is not a memory size such as 512MB or 2GB"))
 }
 

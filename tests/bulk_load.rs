@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{sorted_rows, TestServer};
+use common::{copy_into, sorted_rows, TestServer};
 use futures::SinkExt;
 use tokio_postgres::Client;
 
@@ -42,16 +42,6 @@ fn bids(from: u64, to: u64) -> String {
             )
         })
         .collect()
-}
-
-/// Sends `text` as COPY data in 64 KiB messages; returns the rows copied.
-async fn copy(client: &Client, text: String) -> Result<u64, tokio_postgres::Error> {
-    let sink = client.copy_in::<_, Bytes>("COPY bid FROM STDIN").await?;
-    let mut sink = Box::pin(sink);
-    for piece in text.as_bytes().chunks(64 * 1024) {
-        sink.send(Bytes::copy_from_slice(piece)).await?;
-    }
-    sink.as_mut().finish().await
 }
 
 async fn count(client: &Client) -> i64 {
@@ -87,14 +77,17 @@ async fn big_copies_land_whole_or_not_at_all() {
     client.batch_execute(VIEW).await.unwrap();
 
     // ~28 MB: several decode chunks, and past the spill bound.
-    assert_eq!(copy(&client, bids(0, 700_000)).await.unwrap(), 700_000);
+    assert_eq!(
+        copy_into(&client, "bid", bids(0, 700_000)).await.unwrap(),
+        700_000
+    );
     assert_eq!(count(&client).await, 700_000);
     assert_view_matches(&client).await;
 
     // A bad value after 300k good rows: the error names its line; nothing lands.
     let mut bad = bids(700_000, 1_000_000);
     bad.push_str("oops\t1\t1\t1970-01-02 00:00:00\n");
-    let error = copy(&client, bad).await.unwrap_err();
+    let error = copy_into(&client, "bid", bad).await.unwrap_err();
     let error = error.as_db_error().expect("a database error");
     assert_eq!(error.code().code(), "22P02");
     assert!(
@@ -119,7 +112,9 @@ async fn big_copies_land_whole_or_not_at_all() {
         connection.abort();
     }
     assert_eq!(
-        copy(&client, bids(2_000_000, 2_000_100)).await.unwrap(),
+        copy_into(&client, "bid", bids(2_000_000, 2_000_100))
+            .await
+            .unwrap(),
         100
     );
     assert_eq!(count(&client).await, 700_100);
@@ -143,7 +138,12 @@ async fn big_copies_land_whole_or_not_at_all() {
     assert_eq!(count(&client).await, 700_100);
     assert_view_matches(&client).await;
     // The log continues where the committed rows end.
-    assert_eq!(copy(&client, bids(4_000_000, 4_000_010)).await.unwrap(), 10);
+    assert_eq!(
+        copy_into(&client, "bid", bids(4_000_000, 4_000_010))
+            .await
+            .unwrap(),
+        10
+    );
     assert_eq!(count(&client).await, 700_110);
     // Recovery started from a checkpoint, not from all 700k rows.
     let replayed: i64 = client
@@ -157,15 +157,6 @@ async fn big_copies_land_whole_or_not_at_all() {
 /// `k, v` rows as COPY text; `v` cycles 0..7 (never 7).
 fn pairs(from: u64, to: u64) -> String {
     (from..to).map(|k| format!("{k}\t{}\n", k % 7)).collect()
-}
-
-async fn copy_pairs(client: &Client, text: String) -> Result<u64, tokio_postgres::Error> {
-    let sink = client.copy_in::<_, Bytes>("COPY r FROM STDIN").await?;
-    let mut sink = Box::pin(sink);
-    for piece in text.as_bytes().chunks(1024 * 1024) {
-        sink.send(Bytes::copy_from_slice(piece)).await?;
-    }
-    sink.as_mut().finish().await
 }
 
 /// One row of text values.
@@ -207,7 +198,7 @@ async fn view_changes_spilled_by_a_failed_statement_are_never_read() {
         .await
         .unwrap();
     assert_eq!(
-        copy_pairs(&client, pairs(0, 600_000)).await.unwrap(),
+        copy_into(&client, "r", pairs(0, 600_000)).await.unwrap(),
         600_000
     );
     assert_quotients_match(&client).await;
@@ -215,11 +206,11 @@ async fn view_changes_spilled_by_a_failed_statement_are_never_read() {
     // The view divides by zero on the last row, long after it spilled.
     let mut failing = pairs(1_000_000, 1_600_000);
     failing.push_str("9999999\t7\n");
-    let error = copy_pairs(&client, failing).await.unwrap_err();
+    let error = copy_into(&client, "r", failing).await.unwrap_err();
     assert_eq!(error.as_db_error().unwrap().code().code(), "22012");
     assert_quotients_match(&client).await;
     assert_eq!(
-        copy_pairs(&client, pairs(2_000_000, 2_000_100))
+        copy_into(&client, "r", pairs(2_000_000, 2_000_100))
             .await
             .unwrap(),
         100
@@ -231,7 +222,7 @@ async fn view_changes_spilled_by_a_failed_statement_are_never_read() {
     let client = server.connect().await;
     assert_quotients_match(&client).await;
     assert_eq!(
-        copy_pairs(&client, pairs(3_000_000, 3_000_100))
+        copy_into(&client, "r", pairs(3_000_000, 3_000_100))
             .await
             .unwrap(),
         100

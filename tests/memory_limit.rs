@@ -5,10 +5,7 @@
 
 mod common;
 
-use bytes::Bytes;
-use common::{sorted_rows, TestServer};
-use futures::SinkExt;
-use tokio_postgres::Client;
+use common::{copy_into, sorted_rows, TestServer};
 
 const TABLE: &str = "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP, \
     WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY";
@@ -48,16 +45,7 @@ fn bids(from: u64, to: u64, bidder_of: impl Fn(u64) -> u64) -> String {
         .collect()
 }
 
-async fn copy(client: &Client, text: String) -> Result<u64, tokio_postgres::Error> {
-    let sink = client.copy_in::<_, Bytes>("COPY bid FROM STDIN").await?;
-    let mut sink = Box::pin(sink);
-    for piece in text.as_bytes().chunks(64 * 1024) {
-        sink.send(Bytes::copy_from_slice(piece)).await?;
-    }
-    sink.as_mut().finish().await
-}
-
-async fn scalar(client: &Client, sql: &str) -> i64 {
+async fn scalar(client: &tokio_postgres::Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
 }
 
@@ -82,7 +70,7 @@ async fn data_past_the_limit_stays_queryable_and_views_correct() {
     let rows = 1_200_000u64;
     for part in 0..4 {
         let (from, to) = (part * rows / 4, (part + 1) * rows / 4);
-        let copied = copy(&client, bids(from, to, |i| i * 13 % 101)).await;
+        let copied = copy_into(&client, "bid", bids(from, to, |i| i * 13 % 101)).await;
         assert_eq!(copied.unwrap(), to - from);
     }
     assert_eq!(
@@ -112,7 +100,9 @@ async fn a_view_past_the_limit_fails_the_statement_naming_the_view() {
     client.batch_execute(DISTINCT_VIEW).await.unwrap();
     // A million distinct bidders in one open window: tens of MB of state.
     let distinct = bids(0, 1_000_000, |i| i);
-    let error = copy(&client, distinct.clone()).await.unwrap_err();
+    let error = copy_into(&client, "bid", distinct.clone())
+        .await
+        .unwrap_err();
     let error = error.as_db_error().expect("a server error");
     assert_eq!(error.code().code(), "53200", "{error:?}");
     assert!(
@@ -126,7 +116,9 @@ async fn a_view_past_the_limit_fails_the_statement_naming_the_view() {
     assert_eq!(scalar(&client, "SELECT count(*) FROM bid").await, 0);
     assert_eq!(scalar(&client, "SELECT count(*) FROM all_bidders").await, 0);
     // The server goes on: small writes work and reach the view.
-    copy(&client, bids(0, 1000, |i| i % 10)).await.unwrap();
+    copy_into(&client, "bid", bids(0, 1000, |i| i % 10))
+        .await
+        .unwrap();
     let bidders = scalar(&client, "SELECT bidders FROM all_bidders").await;
     assert_eq!(bidders, 10);
 
@@ -136,7 +128,9 @@ async fn a_view_past_the_limit_fails_the_statement_naming_the_view() {
         .batch_execute("DROP MATERIALIZED VIEW all_bidders")
         .await
         .unwrap();
-    copy(&client, bids(1000, 1_000_000, |i| i)).await.unwrap();
+    copy_into(&client, "bid", bids(1000, 1_000_000, |i| i))
+        .await
+        .unwrap();
     assert_eq!(scalar(&client, "SELECT count(*) FROM bid").await, 1_000_000);
     let error = client.batch_execute(DISTINCT_VIEW).await.unwrap_err();
     let error = error.as_db_error().expect("a server error");

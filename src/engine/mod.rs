@@ -7,7 +7,7 @@ mod ddl;
 mod materialized;
 mod output_limits;
 pub mod sql_types;
-pub mod system_settings;
+mod system_settings;
 mod watermark;
 
 use std::path::{Path, PathBuf};

@@ -12,27 +12,6 @@ pub const CHECKPOINT_INTERVAL: &str = "checkpoint_interval";
 /// Shown by SHOW; set by the `--memory-limit` flag only.
 pub const MEMORY_LIMIT: &str = "memory_limit";
 
-/// A memory size as Postgres writes one: a number with `B`, `kB`, `MB`,
-/// `GB` or `TB` (powers of 1024; `KiB`-style spellings too), a plain
-/// number being MB. None when it is not one, or 0.
-pub fn parse_memory_size(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "b" | "bytes" => 0,
-        "kb" | "kib" | "k" => 10,
-        "" | "mb" | "mib" | "m" => 20,
-        "gb" | "gib" | "g" => 30,
-        "tb" | "tib" | "t" => 40,
-        _ => return None,
-    };
-    number.checked_mul(1 << shift).filter(|bytes| *bytes > 0)
-}
-
 #[derive(Debug, Default)]
 pub struct SystemSettings {
     /// The flag's value, used while no ALTER SYSTEM value is stored.
@@ -155,23 +134,5 @@ impl Engine {
             .stored_checkpoint_interval_ms
             .store(stored, Ordering::Relaxed);
         Ok(CommandDone::new("ALTER SYSTEM"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_memory_size;
-
-    #[test]
-    fn memory_sizes_read_like_postgres_settings() {
-        assert_eq!(parse_memory_size("512MB"), Some(512 << 20));
-        assert_eq!(parse_memory_size("2 GB"), Some(2 << 30));
-        assert_eq!(parse_memory_size("64kB"), Some(64 << 10));
-        assert_eq!(parse_memory_size("100"), Some(100 << 20));
-        assert_eq!(parse_memory_size("1GiB"), Some(1 << 30));
-        assert_eq!(parse_memory_size("0"), None);
-        assert_eq!(parse_memory_size("lots"), None);
-        assert_eq!(parse_memory_size("-1GB"), None);
-        assert_eq!(parse_memory_size("99999999999TB"), None);
     }
 }

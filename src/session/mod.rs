@@ -25,7 +25,7 @@ use crate::error::{Result, WeirError};
 use crate::sql;
 pub use copy::CopyInProgress;
 pub use parameters::bound_type;
-pub use settings::{parse_milliseconds, Reported, Settings};
+pub use settings::{parse_memory_size, parse_milliseconds, Reported, Settings};
 pub use utility::Utility;
 
 pub struct Session {

@@ -4,15 +4,11 @@
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{Result, WeirError};
-use crate::sql::tokens::is_word;
+use crate::sql::tokens::{is_word, words};
 
 /// `(name, value)` (None value: RESET) when the tokens are ALTER SYSTEM.
 pub fn parse(tokens: &[TokenWithSpan]) -> Result<Option<(String, Option<String>)>> {
-    let words: Vec<&Token> = tokens
-        .iter()
-        .map(|t| &t.token)
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .collect();
+    let words = words(tokens);
     if !(words.len() >= 2 && is_word(words[0], "ALTER") && is_word(words[1], "SYSTEM")) {
         return Ok(None);
     }

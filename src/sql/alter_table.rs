@@ -6,7 +6,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::table_time::table_options;
 use crate::error::{sqlstate, Result, WeirError};
-use crate::sql::tokens::is_word;
+use crate::sql::tokens::{is_word, words};
 
 /// A parsed `ALTER TABLE ... SET | RESET (retention ...)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,11 +19,7 @@ pub struct AlterRetention {
 
 /// The statement, when the tokens are ALTER TABLE ... SET/RESET ( ... ).
 pub fn parse(tokens: &[TokenWithSpan]) -> Result<Option<AlterRetention>> {
-    let words: Vec<&Token> = tokens
-        .iter()
-        .map(|t| &t.token)
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .collect();
+    let words = words(tokens);
     if !(words.len() >= 3 && is_word(words[0], "ALTER") && is_word(words[1], "TABLE")) {
         return Ok(None);
     }

@@ -17,3 +17,12 @@ pub fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
         .map(|(index, _)| index)
         .collect()
 }
+
+/// The tokens that are not whitespace.
+pub fn words(tokens: &[TokenWithSpan]) -> Vec<&Token> {
+    tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect()
+}

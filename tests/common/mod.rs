@@ -152,3 +152,20 @@ pub async fn sorted_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<
     rows.sort();
     rows
 }
+
+/// Sends `text` to `COPY <table> FROM STDIN` in 64 KiB messages; returns
+/// the rows copied.
+pub async fn copy_into(
+    client: &tokio_postgres::Client,
+    table: &str,
+    text: String,
+) -> Result<u64, tokio_postgres::Error> {
+    use futures::SinkExt;
+    let sql = format!("COPY {table} FROM STDIN");
+    let sink = client.copy_in::<_, bytes::Bytes>(&sql).await?;
+    let mut sink = Box::pin(sink);
+    for piece in text.as_bytes().chunks(64 * 1024) {
+        sink.send(bytes::Bytes::copy_from_slice(piece)).await?;
+    }
+    sink.as_mut().finish().await
+}
