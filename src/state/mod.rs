@@ -6,6 +6,7 @@
 pub mod batch_codec;
 mod envelope;
 mod sled_store;
+mod value_log;
 
 pub use sled_store::{SledStore, DEFAULT_CACHE_BYTES};
 

@@ -1,18 +1,37 @@
 //! `StateStore` on sled 0.34: one tree, atomic batches, fsync on commit.
+//! Values of `OUT_OF_LINE_BYTES` or more are kept in the value log
+//! (`value_log.rs`) with a pointer in sled.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use super::envelope;
+use super::value_log::{Location, ValueLog, OUT_OF_LINE_BYTES, SEGMENT_BYTES};
 use super::{Entries, StateStore, WriteBatch, WriteOperation};
-use crate::error::{Result, WeirError};
+use crate::error::{sqlstate, Result, WeirError};
 
 pub struct SledStore {
     database: sled::Db,
+    values: Arc<ValueLog>,
+    /// Serialises the read-modify-write of segment counts; holds segments
+    /// whose last value is gone, to delete once that is durable.
+    writer: Mutex<Vec<u64>>,
 }
 
 /// sled's page cache when nothing else is asked for (sled's own default is
 /// 1 GiB, which would dominate a server whose live state is small).
 pub const DEFAULT_CACHE_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Keys of the live-byte count per value-log segment (no weir key starts
+/// with 0xff).
+const LIVE_BYTES_PREFIX: &[u8] = b"\xffvalues/";
+
+fn live_bytes_key(segment: u64) -> Vec<u8> {
+    let mut key = LIVE_BYTES_PREFIX.to_vec();
+    key.extend_from_slice(&segment.to_be_bytes());
+    key
+}
 
 impl SledStore {
     pub fn open(directory: &Path) -> Result<Self> {
@@ -21,6 +40,10 @@ impl SledStore {
 
     /// Opens the store with a page cache of about `cache_bytes`.
     pub fn open_with_cache(directory: &Path, cache_bytes: u64) -> Result<Self> {
+        SledStore::open_with_segments(directory, cache_bytes, SEGMENT_BYTES)
+    }
+
+    fn open_with_segments(directory: &Path, cache_bytes: u64, segment_bytes: u64) -> Result<Self> {
         let database = sled::Config::new()
             .path(directory)
             .cache_capacity(cache_bytes)
@@ -32,8 +55,49 @@ impl SledStore {
                     directory.display()
                 ))
             })?;
-        Ok(SledStore { database })
+        let in_use = segments_in_use(&database)?;
+        let (values, existing) = ValueLog::open(&directory.join("values"), segment_bytes, &in_use)?;
+        check_segments(&values, &in_use, existing)?;
+        Ok(SledStore {
+            database,
+            values: Arc::new(values),
+            writer: Mutex::new(Vec::new()),
+        })
     }
+}
+
+/// The segments sled counts live bytes in, in order.
+fn segments_in_use(database: &sled::Db) -> Result<Vec<u64>> {
+    database
+        .scan_prefix(LIVE_BYTES_PREFIX)
+        .keys()
+        .map(|key| segment_of_live_key(&key.map_err(io_error)?))
+        .collect()
+}
+
+/// Every segment in use must be there; the others (left by a crash before
+/// their batch, or dead before their deletion) are deleted.
+fn check_segments(values: &ValueLog, in_use: &[u64], existing: Vec<u64>) -> Result<()> {
+    if let Some(missing) = in_use.iter().find(|segment| !values.contains(**segment)) {
+        return Err(WeirError::new(
+            sqlstate::DATA_CORRUPTED,
+            format!("value segment {missing:016x} of the data directory is missing"),
+        )
+        .with_hint("The data directory was damaged outside weir; restore it from a backup."));
+    }
+    for segment in existing {
+        if in_use.binary_search(&segment).is_err() {
+            values.remove(segment)?;
+        }
+    }
+    Ok(())
+}
+
+fn segment_of_live_key(key: &[u8]) -> Result<u64> {
+    key.strip_prefix(LIVE_BYTES_PREFIX)
+        .and_then(|number| <[u8; 8]>::try_from(number).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| WeirError::internal("a value-log count key is malformed"))
 }
 
 fn io_error(error: sled::Error) -> WeirError {
@@ -43,28 +107,145 @@ fn io_error(error: sled::Error) -> WeirError {
 /// Operations per sled batch when staging (see `stage`).
 const STAGE_PIECE_OPERATIONS: usize = 64;
 
+/// What a batch does to the value log while it is turned into a sled batch.
+#[derive(Default)]
+struct Accounting {
+    /// The newest pointer (or `None`: in sled, or deleted) of each key this
+    /// batch wrote, which sled does not show until the batch is applied.
+    latest: HashMap<Vec<u8>, Option<Location>>,
+    /// Live-byte change per segment.
+    deltas: BTreeMap<u64, i64>,
+    /// Segments the batch's appends closed.
+    closed: Vec<u64>,
+    appended: bool,
+}
+
 impl SledStore {
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Vec<u64>> {
+        self.writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn apply_atomically(&self, batch: WriteBatch) -> Result<()> {
+        let mut dead = self.lock_writer();
+        let mut accounting = Accounting::default();
         let mut sled_batch = sled::Batch::default();
         for operation in batch.operations {
             match operation {
-                WriteOperation::Put(key, value) => sled_batch.insert(key, envelope::seal(&value)),
-                WriteOperation::Delete(key) => sled_batch.remove(key),
+                WriteOperation::Put(key, value) => {
+                    self.release(&key, &mut accounting)?;
+                    let sealed = envelope::seal(&value);
+                    if sealed.len() >= OUT_OF_LINE_BYTES {
+                        let (location, closed) = self.values.append(&key, &sealed)?;
+                        accounting.closed.extend(closed);
+                        accounting.appended = true;
+                        *accounting.deltas.entry(location.segment).or_default() +=
+                            i64::from(location.length);
+                        sled_batch.insert(key.as_slice(), location.encode());
+                        accounting.latest.insert(key, Some(location));
+                    } else {
+                        sled_batch.insert(key.as_slice(), sealed);
+                        accounting.latest.insert(key, None);
+                    }
+                }
+                WriteOperation::Delete(key) => {
+                    self.release(&key, &mut accounting)?;
+                    sled_batch.remove(key.as_slice());
+                    accounting.latest.insert(key, None);
+                }
                 WriteOperation::DeletePrefix(prefix) => {
-                    for key in self.database.scan_prefix(&prefix).keys() {
-                        sled_batch.remove(key.map_err(io_error)?);
+                    for entry in self.database.scan_prefix(&prefix).keys() {
+                        let key = entry.map_err(io_error)?.to_vec();
+                        self.release(&key, &mut accounting)?;
+                        sled_batch.remove(key.as_slice());
+                        accounting.latest.insert(key, None);
                     }
                 }
             }
         }
+        self.count_live_bytes(&mut accounting, &mut sled_batch, &mut dead)?;
+        if accounting.appended {
+            // Durable before anything durable can point at it.
+            self.values.sync()?;
+        }
         self.database.apply_batch(sled_batch).map_err(io_error)
+    }
+
+    /// Counts the value `key` holds before this operation as gone.
+    fn release(&self, key: &[u8], accounting: &mut Accounting) -> Result<()> {
+        let old = match accounting.latest.get(key) {
+            Some(latest) => *latest,
+            None => match self.database.get(key).map_err(io_error)? {
+                Some(stored) => Location::decode(key, &stored)?,
+                None => None,
+            },
+        };
+        if let Some(location) = old {
+            *accounting.deltas.entry(location.segment).or_default() -= i64::from(location.length);
+        }
+        Ok(())
+    }
+
+    /// Adds the new live-byte counts to `sled_batch`; a closed segment left
+    /// without live bytes joins `dead`.
+    fn count_live_bytes(
+        &self,
+        accounting: &mut Accounting,
+        sled_batch: &mut sled::Batch,
+        dead: &mut Vec<u64>,
+    ) -> Result<()> {
+        for segment in &accounting.closed {
+            accounting.deltas.entry(*segment).or_default();
+        }
+        let active = self.values.active_segment();
+        for (&segment, &delta) in &accounting.deltas {
+            let key = live_bytes_key(segment);
+            let before = match self.database.get(&key).map_err(io_error)? {
+                Some(stored) => decode_count(&key, &stored)?,
+                None => 0,
+            };
+            let after = before + delta;
+            if after < 0 {
+                return Err(WeirError::internal(format!(
+                    "value segment {segment:016x} would hold {after} live bytes"
+                )));
+            }
+            if after > 0 {
+                sled_batch.insert(key, envelope::seal(&after.to_be_bytes()));
+            } else {
+                sled_batch.remove(key);
+                if segment != active {
+                    dead.push(segment);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn open_value(&self, key: &[u8], stored: &[u8]) -> Result<Vec<u8>> {
+        open_value(&self.values, key, stored)
     }
 }
 
+/// The value stored for `key`, read from its segment if it is there.
+fn open_value(values: &ValueLog, key: &[u8], stored: &[u8]) -> Result<Vec<u8>> {
+    match Location::decode(key, stored)? {
+        Some(location) => envelope::open(key, &values.read(key, location)?),
+        None => envelope::open(key, stored),
+    }
+}
+
+fn decode_count(key: &[u8], stored: &[u8]) -> Result<i64> {
+    let payload = envelope::open(key, stored)?;
+    <[u8; 8]>::try_from(payload.as_slice())
+        .map(i64::from_be_bytes)
+        .map_err(|_| super::value_log::corrupt(key, "a segment count is malformed"))
+}
 impl StateStore for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.database.get(key).map_err(io_error)? {
-            Some(sealed) => Ok(Some(envelope::open(key, &sealed)?)),
+            Some(sealed) => Ok(Some(self.open_value(key, &sealed)?)),
             None => Ok(None),
         }
     }
@@ -74,7 +255,7 @@ impl StateStore for SledStore {
             .scan_prefix(prefix)
             .map(|entry| {
                 let (key, sealed) = entry.map_err(io_error)?;
-                let payload = envelope::open(&key, &sealed)?;
+                let payload = self.open_value(&key, &sealed)?;
                 Ok((key.to_vec(), payload))
             })
             .collect()
@@ -82,8 +263,13 @@ impl StateStore for SledStore {
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
         self.apply_atomically(batch)?;
+        let dead = std::mem::take(&mut *self.lock_writer());
         // The acknowledgement promise: nothing is reported done before fsync.
         self.database.flush().map_err(io_error)?;
+        // Only now is it durable that nothing points into these.
+        for segment in dead {
+            self.values.remove(segment)?;
+        }
         Ok(())
     }
 
@@ -105,12 +291,13 @@ impl StateStore for SledStore {
         if start >= end {
             return Box::new(std::iter::empty());
         }
+        let values = self.values.clone();
         Box::new(
             self.database
                 .range(start.to_vec()..end.to_vec())
-                .map(|entry| {
+                .map(move |entry| {
                     let (key, sealed) = entry.map_err(io_error)?;
-                    let payload = envelope::open(&key, &sealed)?;
+                    let payload = open_value(&values, &key, &sealed)?;
                     Ok((key.to_vec(), payload))
                 }),
         )
@@ -127,7 +314,7 @@ impl StateStore for SledStore {
         {
             Some(entry) => {
                 let (key, sealed) = entry.map_err(io_error)?;
-                let payload = envelope::open(&key, &sealed)?;
+                let payload = self.open_value(&key, &sealed)?;
                 Ok(Some((key.to_vec(), payload)))
             }
             None => Ok(None),
@@ -208,3 +395,7 @@ mod tests {
         assert!(store.scan_prefix(b"k").is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "sled_store_value_tests.rs"]
+mod value_tests;
