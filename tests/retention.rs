@@ -74,6 +74,20 @@ async fn expired_rows_leave_the_table_but_not_the_views() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(kept, 110);
+    // One entry per INSERT: 11 of the 100 are left on disk.
+    let storage = client
+        .query_one(
+            "SELECT rows_committed, rows_kept, log_entries, disk_bytes, retention_ms \
+             FROM weir_catalog.tables WHERE table_name = 'clicks'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(storage.get::<_, i64>(0), 1000);
+    assert_eq!(storage.get::<_, i64>(1), 110);
+    assert_eq!(storage.get::<_, i64>(2), 11);
+    assert!(storage.get::<_, i64>(3) > 0);
+    assert_eq!(storage.get::<_, Option<i64>>(4), Some(10_000));
     let older: i64 = client
         .query_one(
             "SELECT count(*) FROM clicks WHERE ts < TIMESTAMP '2026-01-01 00:01:29'",

@@ -172,6 +172,10 @@ fn slt_files() -> Vec<PathBuf> {
         .expect("sql-tests directory")
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.extension().is_some_and(|extension| extension == "slt"))
+        // WEIR_SLT=name runs only the files whose path contains it.
+        .filter(|path| {
+            std::env::var("WEIR_SLT").map_or(true, |only| path.to_string_lossy().contains(&only))
+        })
         .collect();
     files.sort();
     assert!(

@@ -3,6 +3,8 @@
 //! and delay, and its current watermark.
 //! `weir_catalog.materialized_views`: every materialized view, its row count,
 //! the rows its windows dropped as late, and its output watermark.
+//! `weir_catalog.tables`: every table, its rows committed and kept, and the
+//! entries and bytes its log takes on disk.
 
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -179,6 +181,61 @@ impl MaterializedViewsTable {
             Arc::new(Int64Array::from(entries)),
             Arc::new(Int64Array::from(bytes)),
             Arc::new(Int64Array::from(memory)),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
+    }
+}
+
+pub struct TablesTable {
+    catalog: Weak<Catalog>,
+    schema: SchemaRef,
+}
+
+impl TablesTable {
+    /// The system table: rows computed from the catalog when queried.
+    pub fn table(catalog: &Arc<Catalog>) -> ComputedTable {
+        let table = TablesTable {
+            catalog: Arc::downgrade(catalog),
+            schema: Arc::new(Schema::new(vec![
+                Field::new("table_name", DataType::Utf8, false),
+                Field::new("rows_committed", DataType::Int64, false),
+                Field::new("rows_kept", DataType::Int64, false),
+                Field::new("log_entries", DataType::Int64, false),
+                Field::new("disk_bytes", DataType::Int64, false),
+                Field::new("retention_ms", DataType::Int64, true),
+            ])),
+        };
+        ComputedTable::new(table.schema.clone(), move |_| table.rows())
+    }
+
+    fn rows(&self) -> Result<RecordBatch> {
+        let catalog = self
+            .catalog
+            .upgrade()
+            .ok_or_else(|| DataFusionError::Execution("the catalog is closed".to_string()))?;
+        let (mut names, mut committed, mut kept) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut entries, mut bytes, mut retention) = (Vec::new(), Vec::new(), Vec::new());
+        for definition in catalog.definitions() {
+            let Some(log) = catalog.table(&definition.name) else {
+                continue;
+            };
+            let storage = log
+                .storage()
+                .map_err(|error| DataFusionError::External(Box::new(error)))?;
+            names.push(definition.name.clone());
+            committed.push(log.row_count() as i64);
+            kept.push(storage.kept_rows as i64);
+            entries.push(storage.entries as i64);
+            bytes.push(storage.disk_bytes as i64);
+            retention.push(definition.stream.as_ref().and_then(|s| s.retention_ms));
+        }
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(names)),
+            Arc::new(Int64Array::from(committed)),
+            Arc::new(Int64Array::from(kept)),
+            Arc::new(Int64Array::from(entries)),
+            Arc::new(Int64Array::from(bytes)),
+            Arc::new(Int64Array::from(retention)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }

@@ -22,7 +22,9 @@ use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::setup_pg_catalog;
 
 use crate::catalog::pg_class::PgCatalogSchema;
-use crate::catalog::system::{MaterializedViewsTable, WatermarksTable, SYSTEM_SCHEMA_NAME};
+use crate::catalog::system::{
+    MaterializedViewsTable, TablesTable, WatermarksTable, SYSTEM_SCHEMA_NAME,
+};
 use crate::catalog::table::AppendObserver;
 use crate::catalog::{Catalog, DATABASE_NAME, SCHEMA_NAME};
 use crate::error::{Result, WeirError};
@@ -197,6 +199,7 @@ fn register_system_tables(
         "watermarks".to_string(),
         Arc::new(WatermarksTable::table(catalog)),
     )?;
+    system.register_table("tables".to_string(), Arc::new(TablesTable::table(catalog)))?;
     system.register_table(
         "materialized_views".to_string(),
         Arc::new(MaterializedViewsTable::table(catalog)),

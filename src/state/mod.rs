@@ -123,8 +123,20 @@ pub trait StateStore: Send + Sync + 'static {
     /// Entries with `start <= key < end`, in key order, read lazily.
     fn scan_range(&self, start: &[u8], end: &[u8]) -> Entries;
 
+    /// Entries and stored bytes with `start <= key < end`.
+    fn stored_size(&self, start: &[u8], end: &[u8]) -> Result<StoredSize>;
+
     /// The last entry with `start <= key <= at`, if any.
     fn last_at_or_before(&self, start: &[u8], at: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>>;
+}
+
+/// What a key range holds, as stored (values kept out of line counted at
+/// their stored length, without reading them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredSize {
+    pub entries: u64,
+    pub bytes: u64,
+    pub first_key: Option<Vec<u8>>,
 }
 
 /// A lazy, ordered scan of stored entries.

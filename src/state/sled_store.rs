@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::envelope;
 use super::value_log::{Location, ValueLog, OUT_OF_LINE_BYTES, SEGMENT_BYTES};
-use super::{Entries, StateStore, WriteBatch, WriteOperation};
+use super::{Entries, StateStore, StoredSize, WriteBatch, WriteOperation};
 use crate::error::{sqlstate, Result, WeirError};
 
 pub struct SledStore {
@@ -301,6 +301,26 @@ impl StateStore for SledStore {
                     Ok((key.to_vec(), payload))
                 }),
         )
+    }
+
+    fn stored_size(&self, start: &[u8], end: &[u8]) -> Result<StoredSize> {
+        let mut size = StoredSize::default();
+        if start >= end {
+            return Ok(size);
+        }
+        for entry in self.database.range(start.to_vec()..end.to_vec()) {
+            let (key, stored) = entry.map_err(io_error)?;
+            let value_bytes = match Location::decode(&key, &stored)? {
+                Some(location) => location.length as usize,
+                None => stored.len(),
+            };
+            size.entries += 1;
+            size.bytes += (key.len() + value_bytes) as u64;
+            if size.first_key.is_none() {
+                size.first_key = Some(key.to_vec());
+            }
+        }
+        Ok(size)
     }
 
     fn last_at_or_before(&self, start: &[u8], at: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::batch_codec::{decode_batches_projected, encode_batch_compressed};
-use crate::state::{key, Entries, StateStore, WriteBatch};
+use crate::state::{key, Entries, StateStore, StoredSize, WriteBatch};
 
 /// The committed state of a table's log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +83,14 @@ pub fn encode_entry(rows: &RecordBatch, max_event_before: Option<i64>) -> Result
     value.extend_from_slice(&max_event_before.unwrap_or(0).to_be_bytes());
     value.extend_from_slice(&encode_batch_compressed(rows)?);
     Ok(value)
+}
+
+/// A table log's entries and stored bytes (committed or spilled), and the
+/// first row still kept; from the keys and pointers only.
+pub fn stored_size(store: &dyn StateStore, table_id: u64) -> Result<(StoredSize, Option<u64>)> {
+    let size = store.stored_size(&entries_prefix(table_id), &entries_end(table_id))?;
+    let first_row = size.first_key.as_deref().map(first_row_of);
+    Ok((size, first_row))
 }
 
 fn first_row_of(stored_key: &[u8]) -> u64 {

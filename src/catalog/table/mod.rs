@@ -112,6 +112,13 @@ pub struct TableLog {
     retention_ns: AtomicI64,
 }
 
+/// What `TableLog::storage` reports (`weir_catalog.tables`).
+pub struct TableStorage {
+    pub kept_rows: u64,
+    pub entries: u64,
+    pub disk_bytes: u64,
+}
+
 /// Holds a table's writes off while a new view reads its history.
 pub struct WritesPaused<'a>(#[allow(dead_code)] tokio::sync::MutexGuard<'a, Writer>);
 
@@ -254,6 +261,18 @@ impl TableLog {
         let entries =
             EntryReader::new(&*self.store, self.id, self.schema.clone(), None, offset, to)?;
         Ok(History::new(entries, tracker, ticks, offset, to))
+    }
+
+    /// Rows still kept (retention deletes the oldest), log entries and the
+    /// bytes they take on disk.
+    pub fn storage(&self) -> Result<TableStorage> {
+        let (size, first_row) = entries::stored_size(&*self.store, self.id)?;
+        let rows = self.row_count();
+        Ok(TableStorage {
+            kept_rows: rows.saturating_sub(first_row.unwrap_or(rows)),
+            entries: size.entries,
+            disk_bytes: size.bytes,
+        })
     }
 
     /// Rows committed so far.
