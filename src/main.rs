@@ -110,16 +110,19 @@ impl ScenarioChoice {
 
 /// glibc gives threads that allocate at once their own heap arenas (up to
 /// eight per core) and keeps freed memory in each; with tokio's workers,
-/// blocking threads and sled's, a 10 M-row TUMBLE load peaked at 414 MB
-/// with 229 MB of live heap. Two arenas: 286 MB, at the same speed
-/// (docs/benchmarks.md). An explicit `MALLOC_ARENA_MAX` is left to glibc.
+/// blocking threads and sled's, a 10 M-row load peaked at 414 (TUMBLE),
+/// 686 (HOP), 581 MB (SESSION) with 229 MB of live heap for TUMBLE. One
+/// arena: 277, 532, 371 MB, at the same speed, since the dataflow runs
+/// under one lock today; the parallel runtime (issue 12) must measure this
+/// again (docs/benchmarks.md). An explicit `MALLOC_ARENA_MAX` is left to
+/// glibc.
 /// Runs before any thread exists, as mallopt requires.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         // SAFETY: called first in main, before any other thread allocates.
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
+            libc::mallopt(libc::M_ARENA_MAX, 1);
         }
     }
 }
