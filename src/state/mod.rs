@@ -15,7 +15,8 @@ use crate::error::Result;
 /// One change in a `WriteBatch`.
 #[derive(Debug, Clone)]
 enum WriteOperation {
-    Put(Vec<u8>, Vec<u8>),
+    /// Key, value, and whether the value is a log record (see `put_log`).
+    Put(Vec<u8>, Vec<u8>, bool),
     Delete(Vec<u8>),
     DeletePrefix(Vec<u8>),
 }
@@ -31,14 +32,14 @@ pub struct WriteBatch {
 impl WriteOperation {
     fn size_bytes(&self) -> usize {
         match self {
-            WriteOperation::Put(key, value) => key.len() + value.len(),
+            WriteOperation::Put(key, value, _) => key.len() + value.len(),
             WriteOperation::Delete(key) | WriteOperation::DeletePrefix(key) => key.len(),
         }
     }
 
     fn key(&self) -> &[u8] {
         match self {
-            WriteOperation::Put(key, _)
+            WriteOperation::Put(key, _, _)
             | WriteOperation::Delete(key)
             | WriteOperation::DeletePrefix(key) => key,
         }
@@ -56,7 +57,15 @@ impl WriteBatch {
     }
 
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
-        self.push(WriteOperation::Put(key.into(), value.into()));
+        self.push(WriteOperation::Put(key.into(), value.into(), false));
+    }
+
+    /// Puts a record of an append-only log: written once, deleted oldest
+    /// first or all together. A large one is kept in the store's value log
+    /// (outside its cache); other values stay in the tree, since values
+    /// rewritten often would leave dead bytes among live log records.
+    pub fn put_log(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.push(WriteOperation::Put(key.into(), value.into(), true));
     }
 
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) {

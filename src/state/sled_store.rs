@@ -1,5 +1,5 @@
 //! `StateStore` on sled 0.34: one tree, atomic batches, fsync on commit.
-//! Values of `OUT_OF_LINE_BYTES` or more are kept in the value log
+//! Log records of `OUT_OF_LINE_BYTES` or more are kept in the value log
 //! (`value_log.rs`) with a pointer in sled.
 
 use std::collections::{BTreeMap, HashMap};
@@ -137,10 +137,10 @@ impl SledStore {
         let mut sled_batch = sled::Batch::default();
         for operation in batch.operations {
             match operation {
-                WriteOperation::Put(key, value) => {
+                WriteOperation::Put(key, value, log) => {
                     self.release(&key, &mut accounting)?;
                     let sealed = envelope::seal(&value);
-                    if sealed.len() >= OUT_OF_LINE_BYTES {
+                    if log && sealed.len() >= OUT_OF_LINE_BYTES {
                         let (location, closed) = self.values.append(&key, &sealed)?;
                         accounting.closed.extend(closed);
                         accounting.appended = true;

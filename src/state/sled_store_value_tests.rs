@@ -106,7 +106,13 @@ fn random_batch(random: &mut Random, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> 
         );
         let key = key.into_bytes();
         match random.below(10) {
-            0..=3 => {
+            0..=2 => {
+                let value = value(random, true);
+                model.insert(key.clone(), value.clone());
+                batch.put_log(key, value);
+            }
+            3 => {
+                // Large, but not a log record: stays in sled.
                 let value = value(random, true);
                 model.insert(key.clone(), value.clone());
                 batch.put(key, value);
@@ -158,15 +164,18 @@ fn out_of_line_values_follow_a_model_through_every_write() {
 }
 
 #[test]
-fn large_values_are_pointers_in_sled() {
+fn large_log_records_are_pointers_in_sled() {
     let directory = tempfile::tempdir().unwrap();
     let store = open(directory.path());
     let mut batch = WriteBatch::new();
-    batch.put(b"a/big".to_vec(), vec![9u8; 100_000]);
-    batch.put(b"a/small".to_vec(), b"s".to_vec());
+    batch.put_log(b"a/big".to_vec(), vec![9u8; 100_000]);
+    batch.put_log(b"a/small".to_vec(), b"s".to_vec());
+    batch.put(b"a/state".to_vec(), vec![8u8; 100_000]);
     store.commit(batch).unwrap();
     let raw = store.database.get(b"a/big").unwrap().unwrap();
     assert!(raw.len() < 64);
+    assert!(store.database.get(b"a/state").unwrap().unwrap().len() > 100_000);
+    assert_eq!(store.get(b"a/state").unwrap().unwrap(), vec![8u8; 100_000]);
     assert_eq!(store.get(b"a/big").unwrap().unwrap(), vec![9u8; 100_000]);
     let last = store.last_at_or_before(b"a/", b"a/c").unwrap().unwrap();
     assert_eq!(last.0, b"a/big");
@@ -177,7 +186,7 @@ fn a_missing_segment_is_reported_at_open() {
     let directory = tempfile::tempdir().unwrap();
     let store = open(directory.path());
     let mut batch = WriteBatch::new();
-    batch.put(b"a/big".to_vec(), vec![1u8; 10_000]);
+    batch.put_log(b"a/big".to_vec(), vec![1u8; 10_000]);
     store.commit(batch).unwrap();
     let segment = store.values.active_segment();
     drop(store);
@@ -195,7 +204,7 @@ fn a_damaged_segment_is_a_clear_error() {
     let directory = tempfile::tempdir().unwrap();
     let store = open(directory.path());
     let mut batch = WriteBatch::new();
-    batch.put(b"a/big".to_vec(), vec![1u8; 10_000]);
+    batch.put_log(b"a/big".to_vec(), vec![1u8; 10_000]);
     store.commit(batch).unwrap();
     let path = directory.path().join(format!(
         "values/{:016x}.values",

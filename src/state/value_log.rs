@@ -1,5 +1,6 @@
-//! Large values live outside sled, in append-only segment files; sled keeps
-//! a short pointer to each. sled 0.34 holds the values of every page it has
+//! Large records of append-only logs (`WriteBatch::put_log`: table entries)
+//! live outside sled, in append-only segment files; sled keeps a short
+//! pointer to each. sled 0.34 holds the values of every page it has
 //! read or written in its own cache and, with few large pages, never evicts
 //! them (docs/benchmarks.md, "Bounded memory"): a table's log would stay in
 //! the process whatever the cache size. Segment files are read with `pread`,
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{sqlstate, Result, WeirError};
 
-/// Values at least this long are written to a segment instead of sled.
+/// Log records at least this long are written to a segment, not sled.
 pub const OUT_OF_LINE_BYTES: usize = 2048;
 /// A segment is closed and a new one started past this size.
 pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;

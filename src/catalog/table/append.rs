@@ -134,7 +134,7 @@ impl BulkWrite {
                 events.advance(&slice)?;
             }
             let at = self.first_row + self.spilled_rows;
-            entries.put(entry_key(self.log.id, at), encode_entry(&slice, before)?);
+            entries.put_log(entry_key(self.log.id, at), encode_entry(&slice, before)?);
             self.spilled_rows += length as u64;
             offset += length;
         }

@@ -45,7 +45,7 @@ pub fn migrate(
                 tracker.advance(&batch)?;
             }
             let mut write = WriteBatch::new();
-            write.put(entry_key(table_id, rows), encode_entry(&batch, before)?);
+            write.put_log(entry_key(table_id, rows), encode_entry(&batch, before)?);
             store.stage(write)?;
             rows += batch.num_rows() as u64;
         }
