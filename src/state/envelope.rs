@@ -14,17 +14,20 @@ pub fn seal(payload: &[u8]) -> Vec<u8> {
     sealed
 }
 
+/// The error for a stored value that cannot be trusted.
+pub fn corrupt(key: &[u8], what: &str) -> WeirError {
+    WeirError::new(
+        sqlstate::DATA_CORRUPTED,
+        format!(
+            "stored value for key {:?} is corrupt: {what}",
+            String::from_utf8_lossy(key)
+        ),
+    )
+    .with_hint("The data directory was damaged outside weir; restore it from a backup.")
+}
+
 pub fn open(key: &[u8], sealed: &[u8]) -> Result<Vec<u8>> {
-    let corrupt = |what: &str| {
-        WeirError::new(
-            sqlstate::DATA_CORRUPTED,
-            format!(
-                "stored value for key {:?} is corrupt: {what}",
-                String::from_utf8_lossy(key)
-            ),
-        )
-        .with_hint("The data directory was damaged outside weir; restore it from a backup.")
-    };
+    let corrupt = |what: &str| corrupt(key, what);
     if sealed.len() < HEADER_BYTES {
         return Err(corrupt("value is truncated"));
     }

@@ -244,7 +244,7 @@ fn decode_count(key: &[u8], stored: &[u8]) -> Result<i64> {
     let payload = envelope::open(key, stored)?;
     <[u8; 8]>::try_from(payload.as_slice())
         .map(i64::from_be_bytes)
-        .map_err(|_| super::value_log::corrupt(key, "a segment count is malformed"))
+        .map_err(|_| envelope::corrupt(key, "a segment count is malformed"))
 }
 impl StateStore for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

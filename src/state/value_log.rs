@@ -20,7 +20,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{sqlstate, Result, WeirError};
+use super::envelope::corrupt;
+use crate::error::{Result, WeirError};
 
 /// Log records at least this long are written to a segment, not sled.
 pub const OUT_OF_LINE_BYTES: usize = 2048;
@@ -76,17 +77,6 @@ impl Location {
             length: number(17..21) as u32,
         }))
     }
-}
-
-pub fn corrupt(key: &[u8], what: &str) -> WeirError {
-    WeirError::new(
-        sqlstate::DATA_CORRUPTED,
-        format!(
-            "stored value for key {:?} is corrupt: {what}",
-            String::from_utf8_lossy(key)
-        ),
-    )
-    .with_hint("The data directory was damaged outside weir; restore it from a backup.")
 }
 
 struct Active {
