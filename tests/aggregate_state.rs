@@ -122,6 +122,32 @@ fn queries(column: &str, aggregates: &[&str]) -> Vec<(String, String)> {
     ]
 }
 
+/// TUMBLE with EMIT ON WINDOW CLOSE (the vectorised operator): its windows
+/// stay open through the rounds, checkpoints and the crash (the watermark
+/// is a day behind), and close when `CLOSING_ROW` arrives. Returns the view
+/// and the batch query it must then equal.
+fn closing_view(column: &str, aggregates: &[&str]) -> ((String, String), String) {
+    let list = aggregates
+        .iter()
+        .enumerate()
+        .map(|(index, aggregate)| format!("{} AS a{index}", aggregate.replace('@', column)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let select =
+        format!("SELECT window_start, k, {list} FROM TUMBLE(agg_input, ts, INTERVAL '1' HOUR)");
+    (
+        (
+            format!("closing_{column}"),
+            format!("{select} GROUP BY window_start, k EMIT ON WINDOW CLOSE"),
+        ),
+        format!("{select} WHERE ts < TIMESTAMP '2026-01-02 00:00:00' GROUP BY window_start, k"),
+    )
+}
+
+/// Moves the watermark past every window of the rounds.
+const CLOSING_ROW: &str =
+    "INSERT INTO agg_input (k, ts) VALUES (0, TIMESTAMP '2026-01-03 00:00:00')";
+
 /// Round `round`'s rows. Values repeat across rounds (so DISTINCT state
 /// matters after a checkpoint); times put each round's rows in the same
 /// hour, and round 2 bridges round 0's and round 1's sessions.
@@ -231,7 +257,11 @@ async fn every_aggregate_and_type_survives_checkpoints_merges_and_a_crash() {
         .iter()
         .flat_map(|(column, _, aggregates)| queries(column, aggregates))
         .collect();
-    for (name, query) in &views {
+    let closing: Vec<((String, String), String)> = COLUMNS
+        .iter()
+        .map(|(column, _, aggregates)| closing_view(column, aggregates))
+        .collect();
+    for (name, query) in views.iter().chain(closing.iter().map(|(view, _)| view)) {
         client
             .batch_execute(&format!("CREATE MATERIALIZED VIEW {name} AS {query}"))
             .await
@@ -249,4 +279,15 @@ async fn every_aggregate_and_type_survives_checkpoints_merges_and_a_crash() {
     check_all(&client, &views, "after a restart").await;
     client.batch_execute(&insert_sql(3)).await.unwrap();
     check_all(&client, &views, "after a restart and one more round").await;
+    for ((name, _), _) in &closing {
+        let shown = rows(&client, &format!("SELECT count(*) FROM {name}")).await;
+        assert_eq!(shown[0][0], "0", "{name} showed a window before it closed");
+    }
+    client.batch_execute(CLOSING_ROW).await.unwrap();
+    check_all(&client, &views, "after the closing row").await;
+    let closed: Vec<(String, String)> = closing
+        .into_iter()
+        .map(|((name, _), expected)| (name, expected))
+        .collect();
+    check_all(&client, &closed, "windows closed").await;
 }

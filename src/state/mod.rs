@@ -77,6 +77,11 @@ impl WriteBatch {
         self.push(WriteOperation::DeletePrefix(prefix.into()));
     }
 
+    /// How many operations the batch holds.
+    pub fn len(&self) -> usize {
+        self.operations.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.operations.is_empty()
     }

@@ -373,23 +373,40 @@ fn views_rebuilding() -> WeirError {
     .with_hint("Retry the statement.")
 }
 
-/// The messages a table emits for rows appended to it: the rows with the
-/// watermark each arrived under, then the new watermark.
+/// The most rows in one `Batch` a table sends: a COPY chunk holds some
+/// 200,000, and what operators build per batch (a HOP view's five rows per
+/// event, group indices, taken columns) would otherwise be that large too.
+pub const MAX_BATCH_ROWS: usize = 8192;
+
+/// The messages a table emits for rows appended to it: batches of at most
+/// `MAX_BATCH_ROWS` rows, each with the watermark every row arrived under
+/// and followed by the new watermark. (A watermark between two slices of a
+/// statement is one the same rows sent as two statements would give, so
+/// views do not change; windows just close sooner.)
 pub fn source_messages(
     rows: RecordBatch,
-    tracker: Option<&mut WatermarkTracker>,
+    mut tracker: Option<&mut WatermarkTracker>,
 ) -> Result<Vec<Message>> {
-    let Some(tracker) = tracker else {
-        return Ok(vec![Message::batch(Chunk::inserts(rows))]);
-    };
-    let watermarks = tracker.watermarks_before(&rows)?;
-    let mut messages = vec![Message::batch(Chunk {
-        rows,
-        diffs: None,
-        watermarks: Some(watermarks),
-    })];
-    if let Some(watermark) = tracker.current_ns() {
-        messages.push(Message::Watermark(watermark));
+    let total = rows.num_rows();
+    let mut messages = Vec::new();
+    let mut offset = 0;
+    // An empty append still sends its (empty) batch and the watermark.
+    while offset < total || messages.is_empty() {
+        let slice = rows.slice(offset, MAX_BATCH_ROWS.min(total - offset));
+        offset += slice.num_rows();
+        let Some(tracker) = tracker.as_deref_mut() else {
+            messages.push(Message::batch(Chunk::inserts(slice)));
+            continue;
+        };
+        let watermarks = tracker.watermarks_before(&slice)?;
+        messages.push(Message::batch(Chunk {
+            rows: slice,
+            diffs: None,
+            watermarks: Some(watermarks),
+        }));
+        if let Some(watermark) = tracker.current_ns() {
+            messages.push(Message::Watermark(watermark));
+        }
     }
     Ok(messages)
 }

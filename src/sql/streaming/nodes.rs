@@ -8,13 +8,14 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
-use crate::stream::operators::aggregate::{AggregateCall, LateHandling, WindowGroup};
+use crate::stream::operators::aggregate::{LateHandling, WindowGroup};
+use crate::stream::operators::aggregate_calls::AggregateCall;
 use crate::stream::operators::aggregate_late::SideOutputShape;
 use crate::stream::operators::session_aggregate::SessionColumns;
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
     AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator,
-    SessionAggregateOperator, WindowOperator,
+    SessionAggregateOperator, WindowAggregateOperator, WindowOperator,
 };
 use crate::stream::{EmitMode, LatePolicy, LateRows, Operator};
 
@@ -66,6 +67,17 @@ pub struct AggregateNode {
     pub side_output: Option<SideOutputShape>,
 }
 
+impl AggregateNode {
+    /// Windows emitted once, final, and never corrected: every group's
+    /// state is read once, at close, so it can be vectorised
+    /// (`WindowAggregateOperator`).
+    fn closes_vectorised(&self) -> bool {
+        self.window.is_some()
+            && self.emit == EmitMode::OnWindowClose
+            && self.late.allowed_lateness_ns() == 0
+    }
+}
+
 /// GROUP BY over SESSION windows: merges each key's sessions.
 pub struct SessionAggregateNode {
     pub groups: Vec<Arc<dyn PhysicalExpr>>,
@@ -106,6 +118,15 @@ impl StreamNode {
                 node.schema,
                 late_handling(node.late, late_rows, node.side_output),
             )?),
+            StreamNode::Aggregate(node) if node.closes_vectorised() => {
+                Box::new(WindowAggregateOperator::new(
+                    node.groups,
+                    node.calls,
+                    node.window.expect("a vectorised aggregate has a window"),
+                    node.schema,
+                    late_handling(node.late, late_rows, node.side_output),
+                )?)
+            }
             StreamNode::Aggregate(node) => Box::new(AggregateOperator::new(
                 node.groups,
                 node.calls,

@@ -9,32 +9,29 @@
 //! Without a window there is one bin that never closes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array};
-use datafusion::arrow::compute::{cast, filter, take};
+use datafusion::arrow::array::{ArrayRef, UInt32Array};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
-use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::PhysicalExpr;
+
+use super::aggregate_calls::{
+    evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns, AggregateCall,
+    GroupedArguments,
+};
 
 use super::aggregate_late::{LateRow, SideOutputShape};
 use super::aggregate_state::{decode_bin, encode_bin};
 use super::window::{nanoseconds, WindowSpec};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
-use crate::stream::message::{without_nulls, Chunk, Message};
+use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{advance_watermark, Operator, Output};
 use crate::stream::{EmitMode, LatePolicy, LateRows};
-
-/// One aggregate call and its optional FILTER (WHERE ...).
-pub struct AggregateCall {
-    pub function: Arc<AggregateFunctionExpr>,
-    pub filter: Option<Arc<dyn PhysicalExpr>>,
-}
 
 /// Which group column is the window (its start or its end) and its shape.
 #[derive(Debug, Clone, Copy)]
@@ -140,34 +137,6 @@ impl AggregateOperator {
         self.emit_rows(vec![(Vec::new(), values, 1)], output)
     }
 
-    /// Window end of every row (UNWINDOWED without a window; None for a
-    /// NULL window column).
-    fn window_ends(&self, keys: &[ArrayRef], rows: usize) -> Result<Vec<Option<i64>>> {
-        let Some(window) = &self.window else {
-            return Ok(vec![Some(UNWINDOWED); rows]);
-        };
-        let column = nanoseconds(&keys[window.column])?;
-        let shift = if window.is_end {
-            0
-        } else {
-            window.spec.size_ns
-        };
-        // The window operator made these starts from windows whose end
-        // fits, so the sum does too; checked so a bug cannot wrap.
-        column
-            .iter()
-            .map(|value| {
-                value
-                    .map(|v| {
-                        v.checked_add(shift).ok_or_else(|| {
-                            WeirError::internal("a window ends past the last timestamp")
-                        })
-                    })
-                    .transpose()
-            })
-            .collect()
-    }
-
     fn emit_rows(&self, emitted: Emitted, output: &mut Output) -> Result<()> {
         if emitted.is_empty() {
             return Ok(());
@@ -187,44 +156,6 @@ impl AggregateOperator {
     }
 }
 
-/// The aggregate value columns (after the first `groups` columns of
-/// `schema`) of emitted rows.
-pub fn value_columns(
-    schema: &SchemaRef,
-    groups: usize,
-    rows: &[&[ScalarValue]],
-) -> Result<Vec<ArrayRef>> {
-    schema.fields()[groups..]
-        .iter()
-        .enumerate()
-        .map(|(index, field)| {
-            let column = ScalarValue::iter_to_array(rows.iter().map(|row| row[index].clone()))?;
-            Ok(if column.data_type() == field.data_type() {
-                column
-            } else {
-                cast(&column, field.data_type())?
-            })
-        })
-        .collect()
-}
-
-/// Sends rows with their diffs (left out when all are inserts).
-pub fn push_changes(
-    schema: &SchemaRef,
-    columns: Vec<ArrayRef>,
-    diffs: impl Iterator<Item = i64>,
-    output: &mut Output,
-) -> Result<()> {
-    let diffs = Int64Array::from_iter_values(diffs);
-    let all_inserts = diffs.values().iter().all(|diff| *diff == 1);
-    output.push(Message::batch(Chunk {
-        rows: RecordBatch::try_new(schema.clone(), columns)?,
-        diffs: (!all_inserts).then_some(diffs),
-        watermarks: None,
-    }));
-    Ok(())
-}
-
 impl LateHandling {
     /// Counts `late` rows of `chunk`, keeping them for the side output.
     pub fn report(&self, chunk: &Chunk, late: &[LateRow]) -> Result<()> {
@@ -236,72 +167,34 @@ impl LateHandling {
     }
 }
 
+/// Window end of every row (None for a NULL window column).
+pub fn window_ends(window: &WindowGroup, keys: &[ArrayRef]) -> Result<Vec<Option<i64>>> {
+    let column = nanoseconds(&keys[window.column])?;
+    let shift = if window.is_end {
+        0
+    } else {
+        window.spec.size_ns
+    };
+    // The window operator made these starts from windows whose end
+    // fits, so the sum does too; checked so a bug cannot wrap.
+    column
+        .iter()
+        .map(|value| {
+            value
+                .map(|v| {
+                    v.checked_add(shift)
+                        .ok_or_else(|| WeirError::internal("a window ends past the last timestamp"))
+                })
+                .transpose()
+        })
+        .collect()
+}
+
 /// The checkpoint entry of the bin ending at `end`.
-fn bin_name(end: i64) -> Vec<u8> {
+pub fn bin_name(end: i64) -> Vec<u8> {
     let mut name = b"bin/".to_vec();
     name.extend_from_slice(&end.to_be_bytes());
     name
-}
-
-/// Each aggregate call's argument columns and FILTER mask over `chunk`.
-pub fn evaluate_arguments(calls: &[AggregateCall], chunk: &Chunk) -> Result<Vec<Arguments>> {
-    let rows = chunk.num_rows();
-    calls
-        .iter()
-        .map(|call| {
-            let arguments = call
-                .function
-                .expressions()
-                .iter()
-                .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
-                .collect::<datafusion::error::Result<Vec<_>>>()?;
-            let mask = match &call.filter {
-                Some(predicate) => {
-                    let mask = predicate.evaluate(&chunk.rows)?.into_array(rows)?;
-                    Some(without_nulls(mask.as_boolean()))
-                }
-                None => None,
-            };
-            Ok((arguments, mask))
-        })
-        .collect()
-}
-
-/// One aggregate call's argument columns and its FILTER mask.
-pub type Arguments = (Vec<ArrayRef>, Option<BooleanArray>);
-
-/// Fresh accumulators for a new group.
-pub fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulator>>> {
-    calls
-        .iter()
-        .map(|call| Ok(call.function.create_accumulator()?))
-        .collect()
-}
-
-pub fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue>> {
-    accumulators
-        .iter_mut()
-        .map(|accumulator| Ok(accumulator.evaluate()?))
-        .collect()
-}
-
-/// The arguments of one aggregate call for the rows at `indices`.
-pub fn arguments_for(arguments: &Arguments, indices: &UInt32Array) -> Result<Vec<ArrayRef>> {
-    let (columns, mask) = arguments;
-    let mask = match mask {
-        Some(mask) => Some(take(mask, indices, None)?),
-        None => None,
-    };
-    columns
-        .iter()
-        .map(|column| {
-            let taken = take(column.as_ref(), indices, None)?;
-            Ok(match &mask {
-                Some(mask) => filter(&taken, mask.as_boolean())?,
-                None => taken,
-            })
-        })
-        .collect()
 }
 
 impl Operator for AggregateOperator {
@@ -361,13 +254,19 @@ impl Operator for AggregateOperator {
             .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let key_rows = self.converter.convert_columns(&keys)?;
-        let ends = self.window_ends(&keys, rows)?;
+        let ends = match &self.window {
+            Some(window) => window_ends(window, &keys)?,
+            None => vec![Some(UNWINDOWED); rows],
+        };
         let arguments = evaluate_arguments(&self.calls, &chunk)?;
         let lateness = self.late.policy.allowed_lateness_ns();
 
-        // Rows of this chunk per (window end, group key), in first-seen order.
+        // Rows of this chunk per (window end, group key), groups in
+        // first-seen order: each row's group, then each group's rows made
+        // contiguous by one permutation.
         let mut positions: HashMap<(i64, &[u8]), usize> = HashMap::new();
-        let mut members: Vec<(i64, &[u8], Vec<u32>)> = Vec::new();
+        let mut groups: Vec<(i64, &[u8], usize)> = Vec::new();
+        let mut row_groups: Vec<(u32, usize)> = Vec::with_capacity(rows);
         let mut late = Vec::new();
         for (row, end) in ends.iter().enumerate() {
             let Some(end) = *end else { continue };
@@ -394,16 +293,31 @@ impl Operator for AggregateOperator {
                 key_rows.row(row).data()
             };
             let position = *positions.entry((end, key)).or_insert_with(|| {
-                members.push((end, key, Vec::new()));
-                members.len() - 1
+                groups.push((end, key, 0));
+                groups.len() - 1
             });
-            members[position].2.push(row as u32);
+            groups[position].2 += 1;
+            row_groups.push((row as u32, position));
         }
         self.late.report(&chunk, &late)?;
 
+        let mut starts = Vec::with_capacity(groups.len());
+        let mut next = 0;
+        for (_, _, count) in &groups {
+            starts.push(next);
+            next += count;
+        }
+        let mut filled = starts.clone();
+        let mut order = vec![0u32; next];
+        for (row, group) in row_groups {
+            order[filled[group]] = row;
+            filled[group] += 1;
+        }
+        let grouped = GroupedArguments::new(&arguments, &UInt32Array::from(order))?;
         let mut emitted = Vec::new();
-        for (end, key, indices) in members {
-            self.update_group(end, key, indices, &arguments, &mut emitted)?;
+        for ((end, key, count), start) in groups.into_iter().zip(starts) {
+            let rows = start..start + count;
+            self.update_group(end, key, rows, &grouped, &mut emitted)?;
         }
         self.emit_rows(emitted, output)
     }
@@ -435,17 +349,17 @@ impl Operator for AggregateOperator {
 }
 
 impl AggregateOperator {
-    /// Adds rows `indices` to a group and emits what changed for it.
+    /// Adds a group's `rows` (of the grouped arguments) to it and emits
+    /// what changed for it.
     fn update_group(
         &mut self,
         end: i64,
         key: &[u8],
-        indices: Vec<u32>,
-        arguments: &[Arguments],
+        rows: Range<usize>,
+        grouped: &GroupedArguments,
         emitted: &mut Emitted,
     ) -> Result<()> {
         self.changed.insert(end);
-        let indices = UInt32Array::from(indices);
         // Under EMIT ON WINDOW CLOSE a window already emitted (a row within
         // the allowed lateness) is corrected like an update.
         let emits = self.emit == EmitMode::OnUpdate || self.watermark.is_some_and(|w| w >= end);
@@ -460,8 +374,8 @@ impl AggregateOperator {
         if emits && existed {
             emitted.push((key.to_vec(), evaluate(accumulators)?, -1));
         }
-        for (accumulator, arguments) in accumulators.iter_mut().zip(arguments) {
-            accumulator.update_batch(&arguments_for(arguments, &indices)?)?;
+        for (call, accumulator) in accumulators.iter_mut().enumerate() {
+            accumulator.update_batch(&grouped.group(call, &rows)?)?;
         }
         if emits {
             emitted.push((key.to_vec(), evaluate(accumulators)?, 1));

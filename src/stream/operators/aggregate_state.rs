@@ -17,7 +17,8 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 
-use super::aggregate::{new_accumulators, AggregateCall, Bin};
+use super::aggregate::Bin;
+use super::aggregate_calls::{new_accumulators, AggregateCall};
 use crate::error::{Result, WeirError};
 use crate::state::batch_codec::{decode_batches, encode_batch};
 
@@ -66,14 +67,24 @@ pub fn encode_groups<'a>(
             }
         }
     }
+    let keys = BinaryArray::from_iter_values(keys);
+    let states = states
+        .into_iter()
+        .map(|values| Ok(ScalarValue::iter_to_array(values)?))
+        .collect::<Result<Vec<_>>>()?;
+    encode_state(keys, states)
+}
+
+/// The checkpoint batch of a bin: group keys (row format), then each
+/// accumulator's state columns.
+pub fn encode_state(keys: BinaryArray, states: Vec<ArrayRef>) -> Result<Vec<u8>> {
     let mut fields = vec![Field::new(
         "key",
         datafusion::arrow::datatypes::DataType::Binary,
         false,
     )];
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(BinaryArray::from_iter_values(keys))];
-    for (index, values) in states.into_iter().enumerate() {
-        let array = ScalarValue::iter_to_array(values)?;
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(keys)];
+    for (index, array) in states.into_iter().enumerate() {
         fields.push(Field::new(
             format!("state_{index}"),
             array.data_type().clone(),
@@ -87,20 +98,33 @@ pub fn encode_groups<'a>(
     )?)
 }
 
-pub fn decode_bin(calls: &[AggregateCall], value: &[u8]) -> Result<Bin> {
-    let mut bin = Bin::new();
-    let widths = calls
+/// How many state columns each call's accumulator has.
+pub fn state_widths(calls: &[AggregateCall]) -> Result<Vec<usize>> {
+    calls
         .iter()
         .map(|call| Ok(call.function.state_fields()?.len()))
-        .collect::<Result<Vec<usize>>>()?;
-    for batch in decode_batches(value, "an aggregate's checkpointed window")? {
-        let expected = 1 + widths.iter().sum::<usize>();
-        if batch.num_columns() != expected {
+        .collect()
+}
+
+/// The batches `encode_state` wrote, checked against the view's calls.
+pub fn decode_state(calls: &[AggregateCall], value: &[u8]) -> Result<Vec<RecordBatch>> {
+    let expected = 1 + state_widths(calls)?.iter().sum::<usize>();
+    let batches = decode_batches(value, "an aggregate's checkpointed window")?;
+    for batch in &batches {
+        if batch.num_columns() != expected || batch.column(0).as_binary_opt::<i32>().is_none() {
             return Err(WeirError::new(
                 crate::error::sqlstate::DATA_CORRUPTED,
                 "an aggregate's checkpointed window does not match the view",
             ));
         }
+    }
+    Ok(batches)
+}
+
+pub fn decode_bin(calls: &[AggregateCall], value: &[u8]) -> Result<Bin> {
+    let mut bin = Bin::new();
+    let widths = state_widths(calls)?;
+    for batch in decode_state(calls, value)? {
         let keys = batch.column(0).as_binary::<i32>();
         for row in 0..batch.num_rows() {
             let mut accumulators = new_accumulators(calls)?;

@@ -2,8 +2,9 @@
 
 use super::*;
 use crate::stream::operators::window::WindowKind;
-use datafusion::arrow::array::{StringArray, TimestampNanosecondArray};
+use datafusion::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::functions_aggregate::count::count_udaf;
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::col;

@@ -65,7 +65,14 @@ impl Operator for EmitOnCloseOperator {
             .collect();
         let late = on_time.iter().filter(|keep| *keep == Some(false)).count();
         self.late_rows.count(late as u64);
-        let kept = chunk.filter(&on_time)?;
+        // A copy (`take`, not a filter that may return a slice): rows held
+        // until the watermark must not pin the whole appended batch.
+        let indices: UInt32Array = on_time
+            .iter()
+            .enumerate()
+            .filter_map(|(row, keep)| (keep == Some(true)).then_some(row as u32))
+            .collect();
+        let kept = chunk.take(&indices)?;
         if kept.num_rows() > 0 {
             self.changed = true;
             self.pending.push(Chunk {

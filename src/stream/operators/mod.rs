@@ -3,6 +3,7 @@
 //! `AggregateOperator`).
 
 pub mod aggregate;
+pub mod aggregate_calls;
 pub mod aggregate_late;
 mod aggregate_state;
 pub mod emit_on_close;
@@ -12,6 +13,8 @@ pub mod project;
 pub mod session_aggregate;
 mod session_state;
 pub mod window;
+pub mod window_aggregate;
+mod window_bin;
 pub mod window_spec;
 
 pub use aggregate::AggregateOperator;
@@ -21,3 +24,4 @@ pub use materialize::MaterializeOperator;
 pub use project::ProjectOperator;
 pub use session_aggregate::SessionAggregateOperator;
 pub use window::WindowOperator;
+pub use window_aggregate::WindowAggregateOperator;

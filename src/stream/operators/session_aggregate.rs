@@ -17,9 +17,10 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::aggregate::{
-    arguments_for, evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns,
-    AggregateCall, Arguments, LateHandling,
+use super::aggregate::LateHandling;
+use super::aggregate_calls::{
+    evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns, AggregateCall,
+    Arguments, GroupedArguments,
 };
 use super::aggregate_late::LateRow;
 use super::session_state::{decode_sessions, encode_sessions};
@@ -92,7 +93,12 @@ pub struct SessionAggregateOperator {
     marker_ends: BTreeSet<SessionAt>,
     watermark: Option<i64>,
     late: LateHandling,
+    /// Keys whose sessions changed since the last checkpoint.
     changed: HashSet<Vec<u8>>,
+    /// Keys with an entry in the last checkpoint: a key whose sessions
+    /// came and went between two checkpoints (most of them, when one COPY
+    /// holds checkpoints off) needs no delete, nor a place in `changed`.
+    stored: HashSet<Vec<u8>>,
 }
 
 impl SessionAggregateOperator {
@@ -126,6 +132,7 @@ impl SessionAggregateOperator {
             watermark: None,
             late,
             changed: HashSet::new(),
+            stored: HashSet::new(),
         })
     }
 
@@ -266,6 +273,15 @@ impl SessionAggregateOperator {
         emitted: &mut Emitted,
     ) -> Result<()> {
         let shows_all = self.emit == EmitMode::OnUpdate;
+        // Every changed session's rows in one permutation, walked below in
+        // the same order.
+        let order = keys
+            .iter()
+            .filter_map(|key| self.sessions.get(*key))
+            .flat_map(|sessions| sessions.values())
+            .flat_map(|session| session.pending.iter().copied());
+        let grouped = GroupedArguments::new(arguments, &UInt32Array::from_iter_values(order))?;
+        let mut next = 0;
         for key in keys {
             let Some(sessions) = self.sessions.get_mut(*key) else {
                 continue;
@@ -274,13 +290,15 @@ impl SessionAggregateOperator {
                 if session.pending.is_empty() {
                     continue;
                 }
-                let indices = UInt32Array::from(std::mem::take(&mut session.pending));
+                let rows = next..next + session.pending.len();
+                next = rows.end;
+                session.pending.clear();
                 let accumulators = session
                     .accumulators
                     .as_mut()
                     .ok_or_else(|| WeirError::internal("rows for a final session"))?;
-                for (accumulator, arguments) in accumulators.iter_mut().zip(arguments) {
-                    accumulator.update_batch(&arguments_for(arguments, &indices)?)?;
+                for (call, accumulator) in accumulators.iter_mut().enumerate() {
+                    accumulator.update_batch(&grouped.group(call, &rows)?)?;
                 }
                 if shows_all || self.watermark.is_some_and(|w| w >= session.end) {
                     let values = evaluate(accumulators)?;
@@ -332,10 +350,16 @@ impl SessionAggregateOperator {
                 continue;
             }
             sessions.remove(&start);
-            if sessions.is_empty() {
+            if !sessions.is_empty() {
+                self.changed.insert(key);
+            } else {
                 self.sessions.remove(&key);
+                if self.stored.contains(&key) {
+                    self.changed.insert(key);
+                } else {
+                    self.changed.remove(&key);
+                }
             }
-            self.changed.insert(key);
         }
     }
 
@@ -410,7 +434,8 @@ impl Operator for SessionAggregateOperator {
                 .sum();
             key.capacity() + accumulators + sessions.len() * super::aggregate::GROUP_OVERHEAD_BYTES
         });
-        let index = (self.open_ends.len() + self.marker_ends.len()) * 48;
+        let index = (self.open_ends.len() + self.marker_ends.len()) * 48
+            + (self.changed.len() + self.stored.len()) * 40;
         per_key.sum::<usize>() + index
     }
 
@@ -492,9 +517,14 @@ impl Operator for SessionAggregateOperator {
         for key in std::mem::take(&mut self.changed) {
             match self.sessions.get_mut(&key) {
                 Some(sessions) => {
-                    state.put(&session_name(&key), encode_sessions(sessions, &self.calls)?)
+                    state.put(&session_name(&key), encode_sessions(sessions, &self.calls)?);
+                    self.stored.insert(key);
                 }
-                None => state.delete(&session_name(&key)),
+                None => {
+                    if self.stored.remove(&key) {
+                        state.delete(&session_name(&key));
+                    }
+                }
             }
         }
         if let Some(watermark) = self.watermark {
@@ -515,6 +545,7 @@ impl Operator for SessionAggregateOperator {
                     None => self.marker_ends.insert(at),
                 };
             }
+            self.stored.insert(key.clone());
             self.sessions.insert(key, sessions);
         }
         Ok(())

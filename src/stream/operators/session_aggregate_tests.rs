@@ -255,6 +255,45 @@ fn a_restored_checkpoint_continues_like_the_original() {
 }
 
 #[test]
+fn a_checkpoint_deletes_only_keys_it_stored() {
+    use crate::state::{SledStore, StateStore, WriteBatch};
+    let directory = tempfile::tempdir().unwrap();
+    let store = SledStore::open(directory.path()).unwrap();
+    let checkpoint = |sessions: &mut SessionAggregateOperator| {
+        let mut batch = WriteBatch::new();
+        sessions
+            .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
+            .unwrap();
+        let operations = batch.len();
+        store.commit(batch).unwrap();
+        operations
+    };
+    let (mut sessions, _) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
+    push(&mut sessions, &[("a", 0)], 0);
+    assert_eq!(
+        checkpoint(&mut sessions),
+        2,
+        "a's sessions and the watermark"
+    );
+    // a's session is forgotten; b's comes and goes between two checkpoints.
+    push(&mut sessions, &[("b", 100)], 100);
+    push(&mut sessions, &[("c", 200)], 200);
+    assert!(sessions.changed.len() == 2, "b left no trace to write");
+    assert_eq!(
+        checkpoint(&mut sessions),
+        3,
+        "a deleted, c stored, watermark"
+    );
+    let stored: Vec<Vec<u8>> = store
+        .scan_prefix(b"op/session/")
+        .unwrap()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(stored.len(), 1, "only c's sessions are stored");
+}
+
+#[test]
 fn state_stays_bounded_over_a_long_run() {
     let policy = LatePolicy::Update {
         allowed_lateness_ns: 30,

@@ -2,7 +2,7 @@
 //! `aggregate_state`) with each session's start, end and flags as its
 //! group key. Final sessions (markers) store fresh accumulators.
 
-use super::aggregate::{new_accumulators, AggregateCall};
+use super::aggregate_calls::{new_accumulators, AggregateCall};
 use super::aggregate_state::{decode_bin, encode_groups};
 use super::session_aggregate::{Session, Sessions};
 use crate::error::{sqlstate, Result, WeirError};

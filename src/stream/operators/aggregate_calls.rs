@@ -1,0 +1,148 @@
+//! The aggregate calls of a GROUP BY, shared by the aggregate operators:
+//! their arguments over a chunk, the same arguments in group order
+//! (`GroupedArguments`), DataFusion accumulators for a new group, and the
+//! columns of emitted rows.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array};
+use datafusion::arrow::compute::{cast, filter, take};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::Result;
+use crate::stream::message::{without_nulls, Chunk, Message};
+use crate::stream::operator::Output;
+
+/// One aggregate call and its optional FILTER (WHERE ...).
+pub struct AggregateCall {
+    pub function: Arc<AggregateFunctionExpr>,
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+}
+
+/// The aggregate value columns (after the first `groups` columns of
+/// `schema`) of emitted rows.
+pub fn value_columns(
+    schema: &SchemaRef,
+    groups: usize,
+    rows: &[&[ScalarValue]],
+) -> Result<Vec<ArrayRef>> {
+    schema.fields()[groups..]
+        .iter()
+        .enumerate()
+        .map(|(index, field)| {
+            let column = ScalarValue::iter_to_array(rows.iter().map(|row| row[index].clone()))?;
+            Ok(if column.data_type() == field.data_type() {
+                column
+            } else {
+                cast(&column, field.data_type())?
+            })
+        })
+        .collect()
+}
+
+/// Sends rows with their diffs (left out when all are inserts).
+pub fn push_changes(
+    schema: &SchemaRef,
+    columns: Vec<ArrayRef>,
+    diffs: impl Iterator<Item = i64>,
+    output: &mut Output,
+) -> Result<()> {
+    let diffs = Int64Array::from_iter_values(diffs);
+    let all_inserts = diffs.values().iter().all(|diff| *diff == 1);
+    output.push(Message::batch(Chunk {
+        rows: RecordBatch::try_new(schema.clone(), columns)?,
+        diffs: (!all_inserts).then_some(diffs),
+        watermarks: None,
+    }));
+    Ok(())
+}
+
+/// Each aggregate call's argument columns and FILTER mask over `chunk`.
+pub fn evaluate_arguments(calls: &[AggregateCall], chunk: &Chunk) -> Result<Vec<Arguments>> {
+    let rows = chunk.num_rows();
+    calls
+        .iter()
+        .map(|call| {
+            let arguments = call
+                .function
+                .expressions()
+                .iter()
+                .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
+                .collect::<datafusion::error::Result<Vec<_>>>()?;
+            let mask = match &call.filter {
+                Some(predicate) => {
+                    let mask = predicate.evaluate(&chunk.rows)?.into_array(rows)?;
+                    Some(without_nulls(mask.as_boolean()))
+                }
+                None => None,
+            };
+            Ok((arguments, mask))
+        })
+        .collect()
+}
+
+/// One aggregate call's argument columns and its FILTER mask.
+pub type Arguments = (Vec<ArrayRef>, Option<BooleanArray>);
+
+/// Fresh accumulators for a new group.
+pub fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulator>>> {
+    calls
+        .iter()
+        .map(|call| Ok(call.function.create_accumulator()?))
+        .collect()
+}
+
+pub fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue>> {
+    accumulators
+        .iter_mut()
+        .map(|accumulator| Ok(accumulator.evaluate()?))
+        .collect()
+}
+
+/// Each call's arguments with a batch's rows in group order (each group's
+/// rows contiguous): one `take` per column per batch, then a zero-copy
+/// slice per group, instead of a `take` (and its allocations) per group.
+pub struct GroupedArguments(Vec<Arguments>);
+
+impl GroupedArguments {
+    pub fn new(arguments: &[Arguments], order: &UInt32Array) -> Result<Self> {
+        let calls = arguments
+            .iter()
+            .map(|(columns, mask)| {
+                let columns = columns
+                    .iter()
+                    .map(|column| Ok(take(column.as_ref(), order, None)?))
+                    .collect::<Result<Vec<_>>>()?;
+                let mask = match mask {
+                    Some(mask) => Some(take(mask, order, None)?.as_boolean().clone()),
+                    None => None,
+                };
+                Ok((columns, mask))
+            })
+            .collect::<Result<_>>()?;
+        Ok(GroupedArguments(calls))
+    }
+
+    /// Call `call`'s argument columns for the group at `rows` of the order
+    /// (its FILTER applied).
+    pub fn group(&self, call: usize, rows: &Range<usize>) -> Result<Vec<ArrayRef>> {
+        let (columns, mask) = &self.0[call];
+        let mask = mask.as_ref().map(|mask| mask.slice(rows.start, rows.len()));
+        columns
+            .iter()
+            .map(|column| {
+                let part = column.slice(rows.start, rows.len());
+                Ok(match &mask {
+                    Some(mask) => filter(&part, mask)?,
+                    None => part,
+                })
+            })
+            .collect()
+    }
+}

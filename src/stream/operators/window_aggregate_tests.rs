@@ -1,0 +1,286 @@
+//! Unit tests of the vectorised window aggregate: checked against the
+//! row-at-a-time `AggregateOperator` (EMIT ON WINDOW CLOSE, late rows
+//! dropped) on random input, with checkpoints restored into fresh operators
+//! at random moments.
+
+use super::*;
+use crate::state::{SledStore, StateStore, WriteBatch};
+use crate::stream::operators::aggregate::AggregateOperator;
+use crate::stream::operators::window_spec::{WindowKind, WindowSpec};
+use crate::stream::{EmitMode, LatePolicy, LateRows};
+use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::functions_aggregate::count::count_udaf;
+use datafusion::functions_aggregate::median::median_udaf;
+use datafusion::functions_aggregate::min_max::min_udaf;
+use datafusion::functions_aggregate::sum::sum_udaf;
+use datafusion::logical_expr::{AggregateUDF, Operator as BinaryOperator};
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_expr::expressions::{binary, col, lit};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn time() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, None)
+}
+
+fn input_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+        Field::new("window_start", time(), true),
+    ]))
+}
+
+/// count(v), count(DISTINCT v), sum(v) FILTER (WHERE v > 0), min(k),
+/// median(v) (no groups accumulator: DataFusion's adapter).
+fn calls() -> Vec<AggregateCall> {
+    let input = input_schema();
+    let v = col("v", &input).unwrap();
+    let k = col("k", &input).unwrap();
+    let call = |function: Arc<AggregateUDF>, argument, distinct: bool, name: &str| {
+        let builder = AggregateExprBuilder::new(function, vec![argument])
+            .schema(input.clone())
+            .alias(name);
+        let builder = if distinct {
+            builder.distinct()
+        } else {
+            builder
+        };
+        Arc::new(builder.build().unwrap())
+    };
+    let positive = binary(v.clone(), BinaryOperator::Gt, lit(0i64), &input).unwrap();
+    vec![
+        AggregateCall {
+            function: call(count_udaf(), v.clone(), false, "n"),
+            filter: None,
+        },
+        AggregateCall {
+            function: call(count_udaf(), v.clone(), true, "distinct_v"),
+            filter: None,
+        },
+        AggregateCall {
+            function: call(sum_udaf(), v.clone(), false, "positive_sum"),
+            filter: Some(positive),
+        },
+        AggregateCall {
+            function: call(min_udaf(), k, false, "least_k"),
+            filter: None,
+        },
+        AggregateCall {
+            function: call(median_udaf(), v, false, "median_v"),
+            filter: None,
+        },
+    ]
+}
+
+/// The window spec: HOP with 10 ns slide and 30 ns size (rows of a batch
+/// fall in several windows).
+fn window() -> WindowGroup {
+    WindowGroup {
+        column: 0,
+        is_end: false,
+        spec: WindowSpec {
+            kind: WindowKind::Hop,
+            size_ns: 30,
+            slide_ns: 10,
+            offset_ns: 0,
+        },
+    }
+}
+
+fn parts() -> (Vec<Arc<dyn PhysicalExpr>>, Vec<AggregateCall>, SchemaRef) {
+    let input = input_schema();
+    let calls = calls();
+    let mut fields = vec![
+        Field::new("window_start", time(), true),
+        Field::new("k", DataType::Utf8, true),
+    ];
+    fields.extend(
+        calls
+            .iter()
+            .map(|call| call.function.field().as_ref().clone()),
+    );
+    let groups = vec![
+        col("window_start", &input).unwrap(),
+        col("k", &input).unwrap(),
+    ];
+    (groups, calls, Arc::new(Schema::new(fields)))
+}
+
+fn handling(late: &Arc<AtomicU64>) -> LateHandling {
+    LateHandling {
+        policy: LatePolicy::Drop,
+        rows: LateRows::new(late.clone(), false),
+        side_output: None,
+    }
+}
+
+fn vectorised(late: &Arc<AtomicU64>) -> WindowAggregateOperator {
+    let (groups, calls, schema) = parts();
+    WindowAggregateOperator::new(groups, calls, window(), schema, handling(late)).unwrap()
+}
+
+fn reference(late: &Arc<AtomicU64>) -> AggregateOperator {
+    let (groups, calls, schema) = parts();
+    let emit = EmitMode::OnWindowClose;
+    AggregateOperator::new(groups, calls, Some(window()), emit, schema, handling(late)).unwrap()
+}
+
+/// Emitted rows as sorted text lines (with their diffs).
+fn lines(output: &Output) -> Vec<String> {
+    let mut all = Vec::new();
+    for message in output {
+        match message {
+            Message::Batch(chunk) => {
+                for row in 0..chunk.num_rows() {
+                    let cells: Vec<String> = chunk
+                        .rows
+                        .columns()
+                        .iter()
+                        .map(|column| array_value_to_string(column, row).unwrap())
+                        .collect();
+                    all.push(format!("{} x{}", cells.join("|"), chunk.diff(row)));
+                }
+            }
+            Message::Watermark(watermark) => all.push(format!("watermark {watermark}")),
+            Message::Barrier(_) => {}
+        }
+    }
+    all.sort();
+    all
+}
+
+/// A small deterministic generator (xorshift).
+struct Random(u64);
+
+impl Random {
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+}
+
+/// A batch of rows around `now`, some behind the watermark, as the window
+/// operator sends them: one row per window the event falls in.
+fn random_chunk(random: &mut Random, now: i64, watermark: Option<i64>) -> Chunk {
+    let rows = 1 + random.below(40) as usize;
+    let mut keys = Vec::new();
+    let mut values = Vec::new();
+    let mut starts = Vec::new();
+    for _ in 0..rows {
+        let event = now - random.below(25) as i64;
+        let key = ["a", "b", "c", "d"][random.below(4) as usize];
+        let value = random.below(12) as i64 - 4;
+        for (start, _) in window().spec.windows(event).unwrap() {
+            keys.push((random.below(10) > 0).then_some(key));
+            values.push((value != 7).then_some(value));
+            starts.push(start);
+        }
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(keys)),
+        Arc::new(Int64Array::from(values)),
+        Arc::new(TimestampNanosecondArray::from_iter_values(starts)),
+    ];
+    let rows = RecordBatch::try_new(input_schema(), columns).unwrap();
+    let watermarks = Int64Array::from(vec![watermark; rows.num_rows()]);
+    Chunk {
+        rows,
+        diffs: None,
+        watermarks: Some(watermarks),
+    }
+}
+
+/// Checkpoints `operator` into `store`, and when `restore`, replaces it by
+/// a fresh one restored from what the store holds.
+fn checkpoint(
+    operator: &mut WindowAggregateOperator,
+    store: &SledStore,
+    late: &Arc<AtomicU64>,
+    restore: bool,
+) {
+    let mut batch = WriteBatch::new();
+    operator
+        .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
+        .unwrap();
+    store.commit(batch).unwrap();
+    if !restore {
+        return;
+    }
+    let entries = store
+        .scan_prefix(b"op/")
+        .unwrap()
+        .into_iter()
+        .map(|(key, value)| (key[3..].to_vec(), value))
+        .collect();
+    let mut restored = vectorised(late);
+    restored.restore(&StateReader { entries }).unwrap();
+    *operator = restored;
+}
+
+#[test]
+fn equals_the_row_at_a_time_aggregate_across_checkpoints() {
+    for seed in 1..=20u64 {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SledStore::open(directory.path()).unwrap();
+        let (late, reference_late) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let (mut operator, mut expected) = (vectorised(&late), reference(&reference_late));
+        let mut watermark = None;
+        let mut emitted = 0;
+        for step in 0..200i64 {
+            let now = step * 3;
+            let chunk = random_chunk(&mut random, now, watermark);
+            let (mut actual_output, mut expected_output) = (Vec::new(), Vec::new());
+            operator
+                .on_batch(chunk.clone(), &mut actual_output)
+                .unwrap();
+            expected.on_batch(chunk, &mut expected_output).unwrap();
+            if random.below(3) == 0 {
+                let next = now - 10;
+                watermark = Some(watermark.map_or(next, |w: i64| w.max(next)));
+                operator.on_watermark(next, &mut actual_output).unwrap();
+                expected.on_watermark(next, &mut expected_output).unwrap();
+            }
+            if random.below(5) == 0 {
+                // Half the time the checkpointed operator goes on itself.
+                let restore = random.below(2) == 0;
+                checkpoint(&mut operator, &store, &late, restore);
+            }
+            emitted += expected_output.len();
+            assert_eq!(
+                lines(&actual_output),
+                lines(&expected_output),
+                "seed {seed}, step {step}"
+            );
+        }
+        assert!(emitted > 50, "seed {seed}: too few windows closed");
+        let dropped = late.load(Ordering::Relaxed);
+        assert_eq!(dropped, reference_late.load(Ordering::Relaxed));
+        assert!(dropped > 0, "seed {seed}: no late rows were generated");
+    }
+}
+
+#[test]
+fn closed_windows_leave_no_state_and_no_checkpoint_entry() {
+    let late = Arc::new(AtomicU64::new(0));
+    let directory = tempfile::tempdir().unwrap();
+    let store = SledStore::open(directory.path()).unwrap();
+    let mut operator = vectorised(&late);
+    let mut random = Random(7);
+    let mut output = Vec::new();
+    for step in 0..50 {
+        let chunk = random_chunk(&mut random, step * 3, None);
+        operator.on_batch(chunk, &mut output).unwrap();
+    }
+    checkpoint(&mut operator, &store, &late, true);
+    assert!(operator.memory_bytes() > 0);
+    operator.on_watermark(1_000, &mut output).unwrap();
+    assert!(operator.bins.is_empty());
+    checkpoint(&mut operator, &store, &late, true);
+    let left: Vec<_> = store.scan_prefix(b"op/bin/").unwrap();
+    assert!(left.is_empty(), "{} closed bins still stored", left.len());
+}

@@ -1,0 +1,149 @@
+//! One window's groups, vectorised: DataFusion's `GroupValues` interns the
+//! group keys and one `GroupsAccumulator` per aggregate call holds the state
+//! of every group, indexed by group — no allocation, `ScalarValue` or
+//! owned key per group or per row.
+//!
+//! Both hand their contents over only by taking them (`emit`, `evaluate`
+//! and `state` reset what they report), so a bin is read once, when its
+//! window closes; a checkpoint takes its state and rebuilds the bin from
+//! exactly what it wrote, as a restore would (the contract issue 10 was
+//! about for `Accumulator::state`).
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, AsArray, BinaryArray, BooleanArray};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::RowConverter;
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use datafusion::physical_expr::GroupsAccumulatorAdapter;
+use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
+use datafusion::physical_plan::aggregates::order::GroupOrdering;
+
+use super::aggregate_calls::AggregateCall;
+use super::aggregate_state::{decode_state, encode_state, state_widths};
+use crate::error::Result;
+
+/// What every bin of one operator shares: the key columns' schema, the
+/// converter of keys to the checkpoint's row format, and the calls.
+pub struct BinShape {
+    pub key_schema: SchemaRef,
+    pub converter: RowConverter,
+    pub calls: Vec<AggregateCall>,
+}
+
+/// The rows added to a bin: key columns, and per call its argument columns
+/// and FILTER mask (no nulls).
+pub struct BinRows<'a> {
+    pub keys: &'a [ArrayRef],
+    pub arguments: &'a [(Vec<ArrayRef>, Option<BooleanArray>)],
+}
+
+pub struct WindowBin {
+    keys: Box<dyn GroupValues>,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    /// Scratch: the group of each row being added.
+    group_indices: Vec<usize>,
+}
+
+/// A call's groups accumulator; DataFusion's adapter over row accumulators
+/// for the functions that have none (median, string_agg, ...).
+fn groups_accumulator(call: &AggregateCall) -> Result<Box<dyn GroupsAccumulator>> {
+    if call.function.groups_accumulator_supported() {
+        return Ok(call.function.create_groups_accumulator()?);
+    }
+    let function = Arc::clone(&call.function);
+    Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+        function.create_accumulator()
+    })))
+}
+
+impl WindowBin {
+    pub fn new(shape: &BinShape) -> Result<Self> {
+        Ok(WindowBin {
+            keys: new_group_values(shape.key_schema.clone(), &GroupOrdering::None)?,
+            accumulators: shape
+                .calls
+                .iter()
+                .map(groups_accumulator)
+                .collect::<Result<_>>()?,
+            group_indices: Vec::new(),
+        })
+    }
+
+    pub fn update(&mut self, rows: BinRows<'_>) -> Result<()> {
+        self.keys.intern(rows.keys, &mut self.group_indices)?;
+        let total = self.keys.len();
+        for (accumulator, (columns, mask)) in self.accumulators.iter_mut().zip(rows.arguments) {
+            accumulator.update_batch(columns, &self.group_indices, mask.as_ref(), total)?;
+        }
+        Ok(())
+    }
+
+    /// The bin's rows, taking its contents: key columns, then each call's
+    /// value column.
+    pub fn finish(mut self) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
+        let keys = self.keys.emit(EmitTo::All)?;
+        let values = self
+            .accumulators
+            .iter_mut()
+            .map(|accumulator| Ok(accumulator.evaluate(EmitTo::All)?))
+            .collect::<Result<_>>()?;
+        Ok((keys, values))
+    }
+
+    /// The checkpoint entry of the bin; the bin is rebuilt from it.
+    pub fn checkpoint(&mut self, shape: &BinShape) -> Result<Vec<u8>> {
+        let keys = self.keys.emit(EmitTo::All)?;
+        let mut states = Vec::new();
+        for accumulator in &mut self.accumulators {
+            states.extend(accumulator.state(EmitTo::All)?);
+        }
+        let mut rebuilt = WindowBin::new(shape)?;
+        rebuilt.merge(&keys, &states, shape)?;
+        *self = rebuilt;
+        let rows = shape.converter.convert_columns(&keys)?;
+        let encoded = BinaryArray::from_iter_values(rows.iter().map(|row| row.data().to_vec()));
+        encode_state(encoded, states)
+    }
+
+    /// A bin as a checkpoint entry wrote it.
+    pub fn restore(shape: &BinShape, value: &[u8]) -> Result<Self> {
+        let mut bin = WindowBin::new(shape)?;
+        for batch in decode_state(&shape.calls, value)? {
+            bin.merge_checkpointed(&batch, shape)?;
+        }
+        Ok(bin)
+    }
+
+    fn merge_checkpointed(&mut self, batch: &RecordBatch, shape: &BinShape) -> Result<()> {
+        let parser = shape.converter.parser();
+        let encoded = batch.column(0).as_binary::<i32>();
+        let keys = shape
+            .converter
+            .convert_rows(encoded.iter().flatten().map(|key| parser.parse(key)))?;
+        self.merge(&keys, &batch.columns()[1..], shape)
+    }
+
+    /// Merges other state (key columns, each call's state columns) in.
+    fn merge(&mut self, keys: &[ArrayRef], states: &[ArrayRef], shape: &BinShape) -> Result<()> {
+        if keys.first().is_none_or(|column| column.is_empty()) {
+            return Ok(());
+        }
+        self.keys.intern(keys, &mut self.group_indices)?;
+        let total = self.keys.len();
+        let mut column = 0;
+        let widths = state_widths(&shape.calls)?;
+        for (accumulator, width) in self.accumulators.iter_mut().zip(widths) {
+            let state = &states[column..column + width];
+            accumulator.merge_batch(state, &self.group_indices, total)?;
+            column += width;
+        }
+        Ok(())
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        let accumulators: usize = self.accumulators.iter().map(|a| a.size()).sum();
+        self.keys.size() + accumulators + self.group_indices.capacity() * size_of::<usize>()
+    }
+}
