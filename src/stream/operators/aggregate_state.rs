@@ -12,8 +12,10 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BinaryArray};
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 
@@ -72,17 +74,108 @@ pub fn encode_groups<'a>(
         .into_iter()
         .map(|values| Ok(ScalarValue::iter_to_array(values)?))
         .collect::<Result<Vec<_>>>()?;
-    encode_state(keys, states)
+    encode_rows(keys, states, calls)
+}
+
+/// First byte of an entry in row format (an Arrow IPC stream starts 0xFF).
+const ROWS_FORMAT: u8 = b'R';
+
+/// The key and state column types of a view's calls.
+fn row_types(calls: &[AggregateCall]) -> Result<Vec<DataType>> {
+    let mut types = vec![DataType::Binary];
+    for call in calls {
+        for field in call.function.state_fields()? {
+            types.push(field.data_type().clone());
+        }
+    }
+    Ok(types)
+}
+
+fn row_converter(types: &[DataType]) -> Result<RowConverter> {
+    let fields = types
+        .iter()
+        .map(|data_type| SortField::new(data_type.clone()));
+    Ok(RowConverter::new(fields.collect())?)
+}
+
+/// Groups in arrow's row format: `ROWS_FORMAT`, then per group a u32
+/// length and its row (key and state columns). A SESSION key's few groups
+/// then cost their own bytes, where an Arrow IPC stream spends a kilobyte
+/// or more on schema and framing; state the row format cannot hold is
+/// written as IPC.
+fn encode_rows(
+    keys: BinaryArray,
+    states: Vec<ArrayRef>,
+    calls: &[AggregateCall],
+) -> Result<Vec<u8>> {
+    let types = row_types(calls)?;
+    let converter = match row_converter(&types) {
+        Ok(converter) if types.len() == states.len() + 1 => converter,
+        _ => return encode_state(keys, states),
+    };
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(keys.clone())];
+    for (array, data_type) in states.iter().zip(&types[1..]) {
+        columns.push(if array.data_type() == data_type {
+            Arc::clone(array)
+        } else {
+            match cast(array, data_type) {
+                Ok(cast) => cast,
+                Err(_) => return encode_state(keys, states),
+            }
+        });
+    }
+    let Ok(rows) = converter.convert_columns(&columns) else {
+        return encode_state(keys, states);
+    };
+    let mut value = Vec::with_capacity(1 + rows.size());
+    value.push(ROWS_FORMAT);
+    for row in rows.iter() {
+        let data = row.data();
+        value.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        value.extend_from_slice(data);
+    }
+    Ok(value)
+}
+
+/// The batch `encode_rows` wrote.
+fn decode_rows(calls: &[AggregateCall], value: &[u8]) -> Result<RecordBatch> {
+    let corrupt = || {
+        WeirError::new(
+            crate::error::sqlstate::DATA_CORRUPTED,
+            "an aggregate's checkpointed window is malformed",
+        )
+    };
+    let types = row_types(calls)?;
+    let converter = row_converter(&types)?;
+    let parser = converter.parser();
+    let mut rows = Vec::new();
+    let mut rest = value.get(1..).ok_or_else(corrupt)?;
+    while !rest.is_empty() {
+        let (length, tail) = rest.split_at_checked(4).ok_or_else(corrupt)?;
+        let length = u32::from_be_bytes(length.try_into().map_err(|_| corrupt())?) as usize;
+        let (row, tail) = tail.split_at_checked(length).ok_or_else(corrupt)?;
+        rows.push(parser.parse(row));
+        rest = tail;
+    }
+    let columns = converter.convert_rows(rows)?;
+    let schema_fields: Vec<Field> = types
+        .iter()
+        .enumerate()
+        .map(|(index, data_type)| match index {
+            0 => Field::new("key", DataType::Binary, false),
+            _ => Field::new(format!("state_{}", index - 1), data_type.clone(), true),
+        })
+        .collect();
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(schema_fields)),
+        columns,
+    )?)
 }
 
 /// The checkpoint batch of a bin: group keys (row format), then each
 /// accumulator's state columns.
 pub fn encode_state(keys: BinaryArray, states: Vec<ArrayRef>) -> Result<Vec<u8>> {
-    let mut fields = vec![Field::new(
-        "key",
-        datafusion::arrow::datatypes::DataType::Binary,
-        false,
-    )];
+    let mut fields = vec![Field::new("key", DataType::Binary, false)];
     let mut columns: Vec<ArrayRef> = vec![Arc::new(keys)];
     for (index, array) in states.into_iter().enumerate() {
         fields.push(Field::new(
@@ -109,7 +202,11 @@ pub fn state_widths(calls: &[AggregateCall]) -> Result<Vec<usize>> {
 /// The batches `encode_state` wrote, checked against the view's calls.
 pub fn decode_state(calls: &[AggregateCall], value: &[u8]) -> Result<Vec<RecordBatch>> {
     let expected = 1 + state_widths(calls)?.iter().sum::<usize>();
-    let batches = decode_batches(value, "an aggregate's checkpointed window")?;
+    let batches = if value.first() == Some(&ROWS_FORMAT) {
+        vec![decode_rows(calls, value)?]
+    } else {
+        decode_batches(value, "an aggregate's checkpointed window")?
+    };
     for batch in &batches {
         if batch.num_columns() != expected || batch.column(0).as_binary_opt::<i32>().is_none() {
             return Err(WeirError::new(
@@ -141,4 +238,79 @@ pub fn decode_bin(calls: &[AggregateCall], value: &[u8]) -> Result<Bin> {
         }
     }
     Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::operators::aggregate_calls::evaluate;
+    use datafusion::functions_aggregate::count::count_udaf;
+    use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+    use datafusion::physical_expr::expressions::col;
+
+    /// COUNT(DISTINCT name): a list of strings as state.
+    fn calls() -> Vec<AggregateCall> {
+        let schema = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true)]));
+        let function = AggregateExprBuilder::new(count_udaf(), vec![col("name", &schema).unwrap()])
+            .schema(schema)
+            .alias("names")
+            .distinct()
+            .build()
+            .unwrap();
+        vec![AggregateCall {
+            function: Arc::new(function),
+            filter: None,
+        }]
+    }
+
+    fn group(calls: &[AggregateCall], names: &[&str]) -> Vec<Box<dyn Accumulator>> {
+        let mut accumulators = new_accumulators(calls).unwrap();
+        let values: ArrayRef =
+            Arc::new(datafusion::arrow::array::StringArray::from(names.to_vec()));
+        accumulators[0].update_batch(&[values]).unwrap();
+        accumulators
+    }
+
+    #[test]
+    fn a_few_groups_are_stored_as_rows_and_read_back() {
+        let calls = calls();
+        let (mut first, mut second) = (group(&calls, &["a", "b", "a"]), group(&calls, &["c"]));
+        let groups = [
+            (b"k1".to_vec(), first.as_mut_slice()),
+            (b"k2".to_vec(), second.as_mut_slice()),
+        ];
+        let value = encode_groups(groups.into_iter(), &calls).unwrap();
+        assert_eq!(value[0], ROWS_FORMAT);
+        assert!(
+            value.len() < 100,
+            "{} bytes for two small groups",
+            value.len()
+        );
+        let mut bin = decode_bin(&calls, &value).unwrap();
+        let count = |key: &[u8], bin: &mut Bin| evaluate(bin.get_mut(key).unwrap()).unwrap();
+        assert_eq!(count(b"k1", &mut bin), vec![ScalarValue::Int64(Some(2))]);
+        assert_eq!(count(b"k2", &mut bin), vec![ScalarValue::Int64(Some(1))]);
+    }
+
+    #[test]
+    fn entries_written_as_arrow_ipc_still_read() {
+        let calls = calls();
+        let mut accumulators = group(&calls, &["x", "y"]);
+        let state = snapshot(&calls[0], &mut accumulators[0]).unwrap();
+        let states = vec![ScalarValue::iter_to_array(state).unwrap()];
+        let value = encode_state(BinaryArray::from_iter_values([b"k"]), states).unwrap();
+        let mut bin = decode_bin(&calls, &value).unwrap();
+        let values = evaluate(bin.get_mut(b"k".as_slice()).unwrap()).unwrap();
+        assert_eq!(values, vec![ScalarValue::Int64(Some(2))]);
+    }
+
+    #[test]
+    fn a_damaged_row_entry_is_an_error() {
+        let calls = calls();
+        let mut accumulators = group(&calls, &["a"]);
+        let groups = [(b"k".to_vec(), accumulators.as_mut_slice())];
+        let value = encode_groups(groups.into_iter(), &calls).unwrap();
+        let error = decode_bin(&calls, &value[..value.len() - 1]).err().unwrap();
+        assert_eq!(error.code, crate::error::sqlstate::DATA_CORRUPTED);
+    }
 }
