@@ -145,16 +145,26 @@ impl ViewPipeline {
                 }
             }
         }
-        for (index, operator) in self.operators.iter_mut().enumerate() {
-            current = run_with_checkpoints(
-                operator.as_mut(),
-                current,
-                StateTarget {
-                    prefix: operator_prefix(self.id, index),
+        // Each message goes through the whole chain before the next one,
+        // so what an operator makes of one batch (a HOP window's five rows
+        // per event) is gone before the next batch is read.
+        let mut through = Vec::new();
+        for message in current {
+            let mut step = vec![message];
+            for (index, operator) in self.operators.iter_mut().enumerate() {
+                if step.is_empty() {
+                    break;
+                }
+                let target = StateTarget {
+                    view_id: self.id,
+                    operator: index,
                     batch: checkpoint,
-                },
-            )?;
+                };
+                step = run_with_checkpoints(operator.as_mut(), step, target)?;
+            }
+            through.extend(step);
         }
+        let current = through;
         let barrier = current.iter().any(|m| matches!(m, Message::Barrier(_)));
         if barrier {
             // The view's own state: how many rows its operators dropped.
@@ -249,7 +259,8 @@ impl ViewPipeline {
 }
 
 struct StateTarget<'a> {
-    prefix: Vec<u8>,
+    view_id: u64,
+    operator: usize,
     batch: &'a mut WriteBatch,
 }
 
@@ -265,7 +276,8 @@ fn run_with_checkpoints(
     let mut output = Vec::new();
     for message in messages {
         if let Message::Barrier(epoch) = message {
-            operator.checkpoint(&mut StateWriter::new(target.prefix.clone(), target.batch))?;
+            let prefix = operator_prefix(target.view_id, target.operator);
+            operator.checkpoint(&mut StateWriter::new(prefix, target.batch))?;
             operator.on_barrier(epoch, &mut output)?;
         } else {
             output.extend(run(operator, vec![message])?);
