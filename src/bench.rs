@@ -58,8 +58,6 @@ const SEED: u64 = 2024;
 /// milliseconds, so a minute means something never let go.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(60);
 const CLOSE_POLL_INTERVAL: Duration = Duration::from_millis(10);
-/// What sled says when another handle still holds the database's lock.
-const SLED_LOCKED_MESSAGE: &str = "could not acquire lock";
 
 /// What a benchmark run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -624,25 +622,10 @@ async fn close(engine: Arc<Engine>) -> Result<()> {
     }
 }
 
-/// Opens `directory` again and times the open. sled 0.34 may hold its lock
-/// file a moment after its last handle is dropped, until its I/O threads
-/// finish (spacejam/sled#1234), and then refuses the open; retrying and
-/// timing only the open that succeeds measures the restart as if it were
-/// a new process.
+/// Opens `directory` again and times the open that succeeds, as if the
+/// restart were a new process (see `Engine::reopen`).
 async fn reopen(directory: &Path) -> Result<(Arc<Engine>, Duration)> {
-    let deadline = Instant::now() + CLOSE_TIMEOUT;
-    loop {
-        let started = Instant::now();
-        match Engine::open(directory).await {
-            Ok(engine) => return Ok((engine, started.elapsed())),
-            Err(error)
-                if error.message.contains(SLED_LOCKED_MESSAGE) && Instant::now() < deadline =>
-            {
-                tokio::time::sleep(CLOSE_POLL_INTERVAL).await;
-            }
-            Err(error) => return Err(error),
-        }
-    }
+    Engine::reopen(directory, CLOSE_TIMEOUT).await
 }
 
 /// A reused directory would already hold `events`, and its rows would skew

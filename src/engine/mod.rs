@@ -56,6 +56,32 @@ impl Engine {
         Engine::open_with_cache(data_directory, crate::state::DEFAULT_CACHE_BYTES).await
     }
 
+    /// Opens `data_directory` as a new process would, once an engine of
+    /// this process that used it has been dropped: sled 0.34 may hold its
+    /// lock file a moment after its last handle goes, until its I/O threads
+    /// finish (spacejam/sled#1234), and refuses the open until then.
+    /// Retries while the store is locked, up to `timeout`; returns the
+    /// engine and how long the open that succeeded took.
+    pub async fn reopen(
+        data_directory: &Path,
+        timeout: std::time::Duration,
+    ) -> Result<(Arc<Engine>, std::time::Duration)> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let started = std::time::Instant::now();
+            match Engine::open(data_directory).await {
+                Ok(engine) => return Ok((engine, started.elapsed())),
+                Err(error)
+                    if error.message.contains(crate::state::LOCKED_MESSAGE)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     /// Like `open`, with the state store's page cache at `cache_bytes`.
     pub async fn open_with_cache(data_directory: &Path, cache_bytes: u64) -> Result<Arc<Engine>> {
         std::fs::create_dir_all(data_directory).map_err(|error| {
@@ -293,7 +319,8 @@ mod tests {
         engine.checkpoint().unwrap();
         drop(session);
         drop(engine);
-        let reopened = Engine::open(directory.path()).await.unwrap();
+        let timeout = std::time::Duration::from_secs(30);
+        let (reopened, _) = Engine::reopen(directory.path(), timeout).await.unwrap();
         assert_eq!(reopened.catalog().view_result("v").unwrap().row_count(), 1);
     }
 }

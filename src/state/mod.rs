@@ -8,7 +8,7 @@ mod envelope;
 mod sled_store;
 mod value_log;
 
-pub use sled_store::{SledStore, DEFAULT_CACHE_BYTES};
+pub use sled_store::{SledStore, DEFAULT_CACHE_BYTES, LOCKED_MESSAGE};
 
 use crate::error::Result;
 

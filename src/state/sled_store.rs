@@ -11,6 +11,10 @@ use super::value_log::{Location, ValueLog, OUT_OF_LINE_BYTES, SEGMENT_BYTES};
 use super::{Entries, StateStore, StoredSize, WriteBatch, WriteOperation};
 use crate::error::{sqlstate, Result, WeirError};
 
+/// What an open of a store another handle still holds says (sled's
+/// wording; `Engine::reopen` waits while it is the reason).
+pub const LOCKED_MESSAGE: &str = "could not acquire lock";
+
 pub struct SledStore {
     database: sled::Db,
     values: Arc<ValueLog>,
