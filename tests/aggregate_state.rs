@@ -90,15 +90,20 @@ const BOOLEAN_AGGREGATES: &[&str] = &[
 
 const TIME_AGGREGATES: &[&str] = &["count(@)", "count(DISTINCT @)", "min(@)", "max(@)"];
 
-/// The three shapes of view: unwindowed, TUMBLE, SESSION (whose sessions
-/// merge in later rounds).
-fn queries(column: &str, aggregates: &[&str]) -> Vec<(String, String)> {
-    let list = aggregates
+/// `aggregates` over `column`, named a0, a1, …
+fn select_list(column: &str, aggregates: &[&str]) -> String {
+    aggregates
         .iter()
         .enumerate()
         .map(|(index, aggregate)| format!("{} AS a{index}", aggregate.replace('@', column)))
         .collect::<Vec<_>>()
-        .join(", ");
+        .join(", ")
+}
+
+/// The three shapes of view: unwindowed, TUMBLE, SESSION (whose sessions
+/// merge in later rounds).
+fn queries(column: &str, aggregates: &[&str]) -> Vec<(String, String)> {
+    let list = select_list(column, aggregates);
     vec![
         (
             format!("by_key_{column}"),
@@ -127,12 +132,7 @@ fn queries(column: &str, aggregates: &[&str]) -> Vec<(String, String)> {
 /// is a day behind), and close when `CLOSING_ROW` arrives. Returns the view
 /// and the batch query it must then equal.
 fn closing_view(column: &str, aggregates: &[&str]) -> ((String, String), String) {
-    let list = aggregates
-        .iter()
-        .enumerate()
-        .map(|(index, aggregate)| format!("{} AS a{index}", aggregate.replace('@', column)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list = select_list(column, aggregates);
     let select =
         format!("SELECT window_start, k, {list} FROM TUMBLE(agg_input, ts, INTERVAL '1' HOUR)");
     (

@@ -86,3 +86,35 @@ pub fn encode_i64(value: i64) -> Vec<u8> {
 pub fn decode_i64(value: &[u8]) -> Option<i64> {
     <[u8; 8]>::try_from(value).ok().map(i64::from_be_bytes)
 }
+
+/// Operator tests: a checkpoint committed to a store and read back.
+#[cfg(test)]
+pub mod testing {
+    use super::{StateReader, StateWriter};
+    use crate::state::{StateStore, WriteBatch};
+    use crate::stream::Operator;
+
+    const PREFIX: &[u8] = b"op/";
+
+    /// Commits `operator`'s checkpoint to `store`; returns its operation count.
+    pub fn commit_checkpoint(operator: &mut dyn Operator, store: &dyn StateStore) -> usize {
+        let mut batch = WriteBatch::new();
+        operator
+            .checkpoint(&mut StateWriter::new(PREFIX.to_vec(), &mut batch))
+            .unwrap();
+        let operations = batch.len();
+        store.commit(batch).unwrap();
+        operations
+    }
+
+    /// What the store holds for the operator, as recovery hands it over.
+    pub fn stored_state(store: &dyn StateStore) -> StateReader {
+        let entries = store
+            .scan_prefix(PREFIX)
+            .unwrap()
+            .into_iter()
+            .map(|(key, value)| (key[PREFIX.len()..].to_vec(), value))
+            .collect();
+        StateReader { entries }
+    }
+}

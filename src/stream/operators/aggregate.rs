@@ -8,7 +8,7 @@
 //! correct their window (a retraction and the new row).
 //! Without a window there is one bin that never closes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -25,10 +25,10 @@ use super::aggregate_calls::{
 };
 
 use super::aggregate_late::{LateRow, SideOutputShape};
-use super::aggregate_state::{decode_bin, encode_bin};
+use super::aggregate_state::{checkpointed_bins, decode_bin, encode_bin, BinChanges};
 use super::window::{nanoseconds, WindowSpec};
 use crate::error::{Result, WeirError};
-use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{advance_watermark, Operator, Output};
 use crate::stream::{EmitMode, LatePolicy, LateRows};
@@ -63,10 +63,8 @@ pub struct AggregateOperator {
     bins: BTreeMap<i64, Bin>,
     watermark: Option<i64>,
     late: LateHandling,
-    /// Bins changed and bins closed since the last checkpoint: a
-    /// checkpoint writes only those.
-    changed: BTreeSet<i64>,
-    closed: BTreeSet<i64>,
+    /// Bins changed and closed since the last checkpoint.
+    bin_changes: BinChanges,
     /// A global aggregate (no GROUP BY, no window) owes its row over no
     /// input: COUNT(*) 0, SUM NULL — as the same query run as a batch.
     owes_empty_row: bool,
@@ -108,8 +106,7 @@ impl AggregateOperator {
             bins: BTreeMap::new(),
             watermark: None,
             late,
-            changed: BTreeSet::new(),
-            closed: BTreeSet::new(),
+            bin_changes: BinChanges::default(),
             owes_empty_row: global,
         };
         if global {
@@ -118,7 +115,7 @@ impl AggregateOperator {
             let accumulators = new_accumulators(&operator.calls)?;
             let bin = Bin::from([(Vec::new(), accumulators)]);
             operator.bins.insert(UNWINDOWED, bin);
-            operator.changed.insert(UNWINDOWED);
+            operator.bin_changes.changed.insert(UNWINDOWED);
         }
         Ok(operator)
     }
@@ -167,6 +164,25 @@ impl LateHandling {
     }
 }
 
+/// Row `row` (its window ending at `end`) as late when the watermark it
+/// arrived under is at or past that end plus the allowed lateness.
+pub fn late_row(
+    window: &WindowGroup,
+    chunk: &Chunk,
+    current_watermark: Option<i64>,
+    row: usize,
+    end: i64,
+    lateness_ns: i64,
+) -> Option<LateRow> {
+    let watermark = chunk.watermark_before(row, current_watermark)?;
+    (watermark >= end.saturating_add(lateness_ns)).then(|| LateRow {
+        row: row as u32,
+        start: window.spec.start_of(end),
+        end,
+        watermark,
+    })
+}
+
 /// Window end of every row (None for a NULL window column).
 pub fn window_ends(window: &WindowGroup, keys: &[ArrayRef]) -> Result<Vec<Option<i64>>> {
     let column = nanoseconds(&keys[window.column])?;
@@ -190,13 +206,6 @@ pub fn window_ends(window: &WindowGroup, keys: &[ArrayRef]) -> Result<Vec<Option
         .collect()
 }
 
-/// The checkpoint entry of the bin ending at `end`.
-pub fn bin_name(end: i64) -> Vec<u8> {
-    let mut name = b"bin/".to_vec();
-    name.extend_from_slice(&end.to_be_bytes());
-    name
-}
-
 impl Operator for AggregateOperator {
     fn memory_bytes(&self) -> usize {
         let groups = self.bins.values().flat_map(|bin| bin.iter());
@@ -213,25 +222,16 @@ impl Operator for AggregateOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        for end in std::mem::take(&mut self.closed) {
-            state.delete(&bin_name(end));
-        }
-        for end in std::mem::take(&mut self.changed) {
-            if let Some(bin) = self.bins.get_mut(&end) {
-                state.put(&bin_name(end), encode_bin(bin, &self.calls)?);
-            }
-        }
-        if let Some(watermark) = self.watermark {
-            state.put(b"watermark", encode_i64(watermark));
-        }
-        Ok(())
+        let calls = &self.calls;
+        let (bins, watermark) = (&mut self.bins, self.watermark);
+        self.bin_changes
+            .checkpoint(state, bins, watermark, |bin| encode_bin(bin, calls))
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        self.watermark = state.get(b"watermark").and_then(decode_i64);
-        for (name, value) in state.with_prefix(b"bin/") {
-            let end = decode_i64(&name[4..])
-                .ok_or_else(|| WeirError::internal("malformed checkpoint key"))?;
+        let (watermark, bins) = checkpointed_bins(state)?;
+        self.watermark = watermark;
+        for (end, value) in bins {
             self.bins.insert(end, decode_bin(&self.calls, value)?);
             // A checkpointed global group has had its row shown.
             self.owes_empty_row &= end != UNWINDOWED;
@@ -273,19 +273,12 @@ impl Operator for AggregateOperator {
             if chunk.diff(row) != 1 {
                 return Err(WeirError::internal("an aggregate received a retraction"));
             }
-            if let Some(window) = &self.window {
-                let watermark = chunk.watermark_before(row, self.watermark);
-                if let Some(watermark) = watermark.filter(|w| *w >= end.saturating_add(lateness)) {
-                    let start = window.spec.start_of(end);
-                    let row = row as u32;
-                    late.push(LateRow {
-                        row,
-                        start,
-                        end,
-                        watermark,
-                    });
-                    continue;
-                }
+            let window = self.window.as_ref();
+            if let Some(row) =
+                window.and_then(|w| late_row(w, &chunk, self.watermark, row, end, lateness))
+            {
+                late.push(row);
+                continue;
             }
             let key = if self.groups.is_empty() {
                 &[][..]
@@ -359,7 +352,7 @@ impl AggregateOperator {
         grouped: &GroupedArguments,
         emitted: &mut Emitted,
     ) -> Result<()> {
-        self.changed.insert(end);
+        self.bin_changes.changed.insert(end);
         // Under EMIT ON WINDOW CLOSE a window already emitted (a row within
         // the allowed lateness) is corrected like an update.
         let emits = self.emit == EmitMode::OnUpdate || self.watermark.is_some_and(|w| w >= end);
@@ -408,8 +401,8 @@ impl AggregateOperator {
         let open = self.bins.split_off(&horizon.saturating_add(1));
         let expired = std::mem::replace(&mut self.bins, open);
         for end in expired.keys() {
-            self.changed.remove(end);
-            self.closed.insert(*end);
+            self.bin_changes.changed.remove(end);
+            self.bin_changes.closed.insert(*end);
         }
     }
 }

@@ -9,6 +9,7 @@
 //! that state — exactly what a restore would build, so a view continues the
 //! same way whether or not the server restarted after the checkpoint.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BinaryArray};
@@ -23,6 +24,7 @@ use super::aggregate::Bin;
 use super::aggregate_calls::{new_accumulators, AggregateCall};
 use crate::error::{Result, WeirError};
 use crate::state::batch_codec::{decode_batches, encode_batch};
+use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 
 pub fn encode_bin(bin: &mut Bin, calls: &[AggregateCall]) -> Result<Vec<u8>> {
     encode_groups(
@@ -238,6 +240,63 @@ pub fn decode_bin(calls: &[AggregateCall], value: &[u8]) -> Result<Bin> {
         }
     }
     Ok(bin)
+}
+
+/// What changed in an aggregate's window bins since the last checkpoint:
+/// a checkpoint writes only those bins and deletes the closed ones.
+#[derive(Default)]
+pub struct BinChanges {
+    pub changed: BTreeSet<i64>,
+    pub closed: BTreeSet<i64>,
+}
+
+impl BinChanges {
+    /// Writes the changed bins (`encode`d), deletes the closed ones and
+    /// stores the watermark.
+    pub fn checkpoint<B>(
+        &mut self,
+        state: &mut StateWriter,
+        bins: &mut BTreeMap<i64, B>,
+        watermark: Option<i64>,
+        mut encode: impl FnMut(&mut B) -> Result<Vec<u8>>,
+    ) -> Result<()> {
+        for end in std::mem::take(&mut self.closed) {
+            state.delete(&bin_name(end));
+        }
+        for end in std::mem::take(&mut self.changed) {
+            if let Some(bin) = bins.get_mut(&end) {
+                state.put(&bin_name(end), encode(bin)?);
+            }
+        }
+        if let Some(watermark) = watermark {
+            state.put(b"watermark", encode_i64(watermark));
+        }
+        Ok(())
+    }
+}
+
+/// The checkpoint entry of the bin ending at `end`.
+fn bin_name(end: i64) -> Vec<u8> {
+    let mut name = b"bin/".to_vec();
+    name.extend_from_slice(&end.to_be_bytes());
+    name
+}
+
+/// A checkpoint's bins: (window end, entry).
+pub type CheckpointedBins<'a> = Vec<(i64, &'a [u8])>;
+
+/// The watermark and the bins a checkpoint holds.
+pub fn checkpointed_bins(state: &StateReader) -> Result<(Option<i64>, CheckpointedBins<'_>)> {
+    let watermark = state.get(b"watermark").and_then(decode_i64);
+    let bins = state
+        .with_prefix(b"bin/")
+        .map(|(name, value)| {
+            let end = decode_i64(&name[4..])
+                .ok_or_else(|| WeirError::internal("malformed checkpoint key"))?;
+            Ok((end, value))
+        })
+        .collect::<Result<_>>()?;
+    Ok((watermark, bins))
 }
 
 #[cfg(test)]

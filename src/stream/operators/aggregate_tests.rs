@@ -134,17 +134,11 @@ fn windows_emit_once_when_the_watermark_passes_their_end() {
 
 #[test]
 fn a_restored_checkpoint_continues_like_the_original() {
-    use crate::state::{SledStore, StateStore, WriteBatch};
-    use crate::stream::checkpoint::{StateReader, StateWriter};
+    use crate::state::SledStore;
+    use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    let checkpoint = |aggregate: &mut AggregateOperator| {
-        let mut batch = WriteBatch::new();
-        aggregate
-            .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
-            .unwrap();
-        store.commit(batch).unwrap();
-    };
+    let checkpoint = |aggregate: &mut AggregateOperator| commit_checkpoint(aggregate, &store);
     let (mut original, _) = operator(EmitMode::OnWindowClose);
     let mut ignored = Vec::new();
     let first = chunk(&[("a", 0), ("b", 10), ("a", 20)], &[None, Some(1), Some(2)]);
@@ -157,14 +151,8 @@ fn a_restored_checkpoint_continues_like_the_original() {
     // Only the changed bin is rewritten; the closed one is deleted.
     checkpoint(&mut original);
 
-    let entries = store
-        .scan_prefix(b"op/")
-        .unwrap()
-        .into_iter()
-        .map(|(key, value)| (key[3..].to_vec(), value))
-        .collect();
     let (mut restored, _) = operator(EmitMode::OnWindowClose);
-    restored.restore(&StateReader { entries }).unwrap();
+    restored.restore(&stored_state(&store)).unwrap();
     let (mut expected, mut actual) = (Vec::new(), Vec::new());
     original.on_watermark(40, &mut expected).unwrap();
     restored.on_watermark(40, &mut actual).unwrap();

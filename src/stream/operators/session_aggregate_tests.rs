@@ -225,25 +225,16 @@ fn update_corrects_a_closed_session_within_the_allowed_lateness() {
 
 #[test]
 fn a_restored_checkpoint_continues_like_the_original() {
-    use crate::state::{SledStore, StateStore, WriteBatch};
+    use crate::state::SledStore;
+    use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
     let (mut original, _) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
     push(&mut original, &[("a", 0), ("b", 3), ("a", 40)], 5);
     push(&mut original, &[], 13);
-    let mut batch = WriteBatch::new();
-    original
-        .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
-        .unwrap();
-    store.commit(batch).unwrap();
-    let entries = store
-        .scan_prefix(b"op/")
-        .unwrap()
-        .into_iter()
-        .map(|(key, value)| (key[3..].to_vec(), value))
-        .collect();
+    commit_checkpoint(&mut original, &store);
     let (mut restored, _) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
-    restored.restore(&StateReader { entries }).unwrap();
+    restored.restore(&stored_state(&store)).unwrap();
     for operator in [&mut original, &mut restored] {
         // b's session is complete: 12 is late; 45 merges with a at 40.
         let output = push(operator, &[("b", 12), ("a", 45)], 13);
@@ -256,18 +247,11 @@ fn a_restored_checkpoint_continues_like_the_original() {
 
 #[test]
 fn a_checkpoint_deletes_only_keys_it_stored() {
-    use crate::state::{SledStore, StateStore, WriteBatch};
+    use crate::state::{SledStore, StateStore};
+    use crate::stream::checkpoint::testing::commit_checkpoint;
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    let checkpoint = |sessions: &mut SessionAggregateOperator| {
-        let mut batch = WriteBatch::new();
-        sessions
-            .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
-            .unwrap();
-        let operations = batch.len();
-        store.commit(batch).unwrap();
-        operations
-    };
+    let checkpoint = |sessions: &mut SessionAggregateOperator| commit_checkpoint(sessions, &store);
     let (mut sessions, _) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
     push(&mut sessions, &[("a", 0)], 0);
     assert_eq!(

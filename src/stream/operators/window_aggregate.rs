@@ -12,7 +12,7 @@
 //! value without giving up its state, which a `GroupsAccumulator` cannot
 //! give; they use `AggregateOperator`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, AsArray, UInt32Array};
@@ -22,12 +22,12 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::aggregate::{bin_name, window_ends, LateHandling, WindowGroup};
+use super::aggregate::{late_row, window_ends, LateHandling, WindowGroup};
 use super::aggregate_calls::{evaluate_arguments, AggregateCall, Arguments};
-use super::aggregate_late::LateRow;
+use super::aggregate_state::{checkpointed_bins, BinChanges};
 use super::window_bin::{BinRows, BinShape, WindowBin};
 use crate::error::{Result, WeirError};
-use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{advance_watermark, Operator, Output};
 
@@ -41,10 +41,8 @@ pub struct WindowAggregateOperator {
     bins: BTreeMap<i64, WindowBin>,
     watermark: Option<i64>,
     late: LateHandling,
-    /// Bins changed and bins closed since the last checkpoint: a
-    /// checkpoint writes only those.
-    changed: BTreeSet<i64>,
-    closed: BTreeSet<i64>,
+    /// Bins changed and closed since the last checkpoint.
+    bin_changes: BinChanges,
 }
 
 impl WindowAggregateOperator {
@@ -74,8 +72,7 @@ impl WindowAggregateOperator {
             bins: BTreeMap::new(),
             watermark: None,
             late,
-            changed: BTreeSet::new(),
-            closed: BTreeSet::new(),
+            bin_changes: BinChanges::default(),
         })
     }
 
@@ -88,16 +85,8 @@ impl WindowAggregateOperator {
             if chunk.diff(row) != 1 {
                 return Err(WeirError::internal("an aggregate received a retraction"));
             }
-            let watermark = chunk.watermark_before(row, self.watermark);
-            if let Some(watermark) = watermark.filter(|watermark| *watermark >= end) {
-                let start = self.window.spec.start_of(end);
-                let row = row as u32;
-                late.push(LateRow {
-                    row,
-                    start,
-                    end,
-                    watermark,
-                });
+            if let Some(row) = late_row(&self.window, chunk, self.watermark, row, end, 0) {
+                late.push(row);
                 continue;
             }
             by_end.entry(end).or_default().push(row as u32);
@@ -158,25 +147,16 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        for end in std::mem::take(&mut self.closed) {
-            state.delete(&bin_name(end));
-        }
-        for end in std::mem::take(&mut self.changed) {
-            if let Some(bin) = self.bins.get_mut(&end) {
-                state.put(&bin_name(end), bin.checkpoint(&self.shape)?);
-            }
-        }
-        if let Some(watermark) = self.watermark {
-            state.put(b"watermark", encode_i64(watermark));
-        }
-        Ok(())
+        let shape = &self.shape;
+        let (bins, watermark) = (&mut self.bins, self.watermark);
+        self.bin_changes
+            .checkpoint(state, bins, watermark, |bin| bin.checkpoint(shape))
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        self.watermark = state.get(b"watermark").and_then(decode_i64);
-        for (name, value) in state.with_prefix(b"bin/") {
-            let end = decode_i64(&name[4..])
-                .ok_or_else(|| WeirError::internal("malformed checkpoint key"))?;
+        let (watermark, bins) = checkpointed_bins(state)?;
+        self.watermark = watermark;
+        for (end, value) in bins {
             self.bins
                 .insert(end, WindowBin::restore(&self.shape, value)?);
         }
@@ -214,7 +194,7 @@ impl Operator for WindowAggregateOperator {
                 keys: bin_keys,
                 arguments: bin_arguments,
             })?;
-            self.changed.insert(end);
+            self.bin_changes.changed.insert(end);
         }
         Ok(())
     }
@@ -227,8 +207,8 @@ impl Operator for WindowAggregateOperator {
         // rows, once the watermark reaches its end.
         let open = self.bins.split_off(&watermark_ns.saturating_add(1));
         for (end, bin) in std::mem::replace(&mut self.bins, open) {
-            self.changed.remove(&end);
-            self.closed.insert(end);
+            self.bin_changes.changed.remove(&end);
+            self.bin_changes.closed.insert(end);
             self.emit_bin(bin, output)?;
         }
         // Results are final, so the output has a watermark: every later

@@ -4,7 +4,8 @@
 //! at random moments.
 
 use super::*;
-use crate::state::{SledStore, StateStore, WriteBatch};
+use crate::state::{SledStore, StateStore};
+use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
 use crate::stream::operators::aggregate::AggregateOperator;
 use crate::stream::operators::window_spec::{WindowKind, WindowSpec};
 use crate::stream::{EmitMode, LatePolicy, LateRows};
@@ -202,22 +203,12 @@ fn checkpoint(
     late: &Arc<AtomicU64>,
     restore: bool,
 ) {
-    let mut batch = WriteBatch::new();
-    operator
-        .checkpoint(&mut StateWriter::new(b"op/".to_vec(), &mut batch))
-        .unwrap();
-    store.commit(batch).unwrap();
+    commit_checkpoint(operator, store);
     if !restore {
         return;
     }
-    let entries = store
-        .scan_prefix(b"op/")
-        .unwrap()
-        .into_iter()
-        .map(|(key, value)| (key[3..].to_vec(), value))
-        .collect();
     let mut restored = vectorised(late);
-    restored.restore(&StateReader { entries }).unwrap();
+    restored.restore(&stored_state(store)).unwrap();
     *operator = restored;
 }
 
