@@ -70,11 +70,11 @@ pub struct AggregateNode {
 impl AggregateNode {
     /// Windows emitted once, final, and never corrected: every group's
     /// state is read once, at close, so it can be vectorised
-    /// (`WindowAggregateOperator`).
-    fn closes_vectorised(&self) -> bool {
-        self.window.is_some()
-            && self.emit == EmitMode::OnWindowClose
-            && self.late.allowed_lateness_ns() == 0
+    /// (`WindowAggregateOperator`): the window if so.
+    fn vectorised_window(&self) -> Option<WindowGroup> {
+        let closes_once =
+            self.emit == EmitMode::OnWindowClose && self.late.allowed_lateness_ns() == 0;
+        self.window.filter(|_| closes_once)
     }
 }
 
@@ -118,23 +118,23 @@ impl StreamNode {
                 node.schema,
                 late_handling(node.late, late_rows, node.side_output),
             )?),
-            StreamNode::Aggregate(node) if node.closes_vectorised() => {
-                Box::new(WindowAggregateOperator::new(
+            StreamNode::Aggregate(node) => match node.vectorised_window() {
+                Some(window) => Box::new(WindowAggregateOperator::new(
                     node.groups,
                     node.calls,
-                    node.window.expect("a vectorised aggregate has a window"),
+                    window,
                     node.schema,
                     late_handling(node.late, late_rows, node.side_output),
-                )?)
-            }
-            StreamNode::Aggregate(node) => Box::new(AggregateOperator::new(
-                node.groups,
-                node.calls,
-                node.window,
-                node.emit,
-                node.schema,
-                late_handling(node.late, late_rows, node.side_output),
-            )?),
+                )?),
+                None => Box::new(AggregateOperator::new(
+                    node.groups,
+                    node.calls,
+                    node.window,
+                    node.emit,
+                    node.schema,
+                    late_handling(node.late, late_rows, node.side_output),
+                )?),
+            },
         })
     }
 
