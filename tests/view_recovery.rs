@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::TestServer;
+use common::{kill_after, Lcg, TestServer};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 const SETUP: &str = "
@@ -187,31 +187,6 @@ async fn views_survive_kill_9_and_continue_like_an_uninterrupted_run() {
     assert_eq!(snapshot(&client).await, expected_at_crash);
     run(&client, &after_crash).await;
     assert_eq!(snapshot(&client).await, expected_final);
-}
-
-/// SIGKILLs the server after `milliseconds`, from another task.
-fn kill_after(server: &TestServer, milliseconds: u64) -> tokio::task::JoinHandle<()> {
-    let pid = server.pid().unwrap();
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(milliseconds)).await;
-        std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status()
-            .unwrap();
-    })
-}
-
-/// A tiny deterministic generator for kill delays.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound
-    }
 }
 
 /// The statements already committed: each statement's rows share its `seq`.

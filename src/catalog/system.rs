@@ -21,6 +21,7 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::Catalog;
+use crate::stream::checkpoint::stored_view_state;
 
 pub const SYSTEM_SCHEMA_NAME: &str = "weir_catalog";
 
@@ -150,17 +151,10 @@ impl MaterializedViewsTable {
                 continue;
             };
             // The operators' state as of the last checkpoint.
-            let state = catalog
-                .store()
-                .scan_prefix(&crate::stream::checkpoint::view_prefix(definition.id))
+            let state = stored_view_state(catalog.store().as_ref(), definition.id)
                 .map_err(|error| DataFusionError::External(Box::new(error)))?;
-            entries.push(state.len() as i64);
-            bytes.push(
-                state
-                    .iter()
-                    .map(|(k, v)| (k.len() + v.len()) as i64)
-                    .sum::<i64>(),
-            );
+            entries.push(state.entries as i64);
+            bytes.push(state.bytes as i64);
             memory.push(
                 result
                     .state_memory_bytes

@@ -14,8 +14,11 @@ use super::Engine;
 use crate::catalog::RelationKind;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::WriteBatch;
-use crate::stream::checkpoint::StateReader;
-use crate::stream::dataflow::{epoch_key, Dataflow, EpochRecord};
+use crate::stream::checkpoint::{in_generation, EpochRecord, StateReader};
+use crate::stream::checkpoint_store::{
+    commit_checkpoint, delete_stale_generations, into_current_generation, StoredState,
+};
+use crate::stream::dataflow::Dataflow;
 
 pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 1000;
 const KEPT_RECORDS: usize = 100;
@@ -27,6 +30,8 @@ pub struct CheckpointStats {
     pub unix_ms: u64,
     pub duration_us: u64,
     pub bytes: u64,
+    /// Where its operator state is stored (`checkpoint::generation_prefix`).
+    pub generation: u64,
 }
 
 /// How the last start recovered, for `weir_catalog.recovery`.
@@ -59,29 +64,32 @@ impl Engine {
         let Some((record, batch)) = flow.checkpoint(unix_ms())? else {
             return Ok(None);
         };
-        let bytes = batch.size_bytes() as u64;
+        let store = self.catalog.store().clone();
         // Incremental state is relative to the last commit: a failed one
         // means rebuilding everything.
-        self.catalog
-            .store()
-            .commit(batch)
-            .inspect_err(|_| flow.mark_broken())?;
+        let bytes = commit_checkpoint(&*store, flow.stored_state(), record.clone(), batch)
+            .inspect_err(|_| flow.mark_broken())? as u64;
         flow.publish();
+        let flow_generation = flow.stored_state().generation;
         drop(flow);
         self.record_checkpoint(CheckpointStats {
             epoch: record.epoch,
             unix_ms: record.unix_ms,
             duration_us: started.elapsed().as_micros() as u64,
             bytes,
+            generation: flow_generation,
         });
         Ok(Some(record.epoch))
     }
 
-    /// The checkpoint a DDL commits with its own changes (under the lock).
+    /// The checkpoint a DDL commits with its own changes (under the lock);
+    /// operator state `writes` names goes to where it is stored.
     pub(super) fn checkpoint_into(flow: &mut Dataflow, writes: &mut WriteBatch) -> Result<()> {
-        if let Some((_, batch)) = flow.checkpoint(unix_ms())? {
+        if let Some((record, batch)) = flow.checkpoint(unix_ms())? {
             writes.extend(batch);
+            record.put_into(writes)?;
         }
+        into_current_generation(flow.stored_state(), writes);
         Ok(())
     }
 
@@ -167,18 +175,24 @@ impl Engine {
         let started = Instant::now();
         let record = self.last_epoch()?;
         let mut flow = self.dataflow.lock();
+        let store = self.catalog.store().clone();
+        let generation = record.as_ref().map_or(0, |record| record.generation);
+        delete_stale_generations(&*store, generation)?;
+        let mut entries_restored = 0;
         if record.is_some() {
-            let store = self.catalog.store().clone();
             flow.restore(|prefix| {
-                let entries = store
-                    .scan_prefix(prefix)?
+                let stored = in_generation(prefix, generation);
+                let entries: Vec<_> = store
+                    .scan_prefix(&stored)?
                     .into_iter()
-                    .map(|(key, value)| (key[prefix.len()..].to_vec(), value))
+                    .map(|(key, value)| (key[stored.len()..].to_vec(), value))
                     .collect();
+                entries_restored += entries.len() as u64;
                 Ok(StateReader { entries })
             })?;
         }
         flow.start_from(record.as_ref());
+        *flow.stored_state() = StoredState::counted(generation, entries_restored);
         flow.set_repaired();
         flow.set_replaying(true);
         let replayed = self.replay_tables(&mut flow);
@@ -228,15 +242,7 @@ impl Engine {
     }
 
     fn last_epoch(&self) -> Result<Option<EpochRecord>> {
-        let Some(value) = self.catalog.store().get(&epoch_key())? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&value).map(Some).map_err(|error| {
-            WeirError::new(
-                sqlstate::DATA_CORRUPTED,
-                format!("the checkpoint record cannot be decoded: {error}"),
-            )
-        })
+        EpochRecord::read(&**self.catalog.store())
     }
 }
 
@@ -255,6 +261,7 @@ pub fn system_tables(
         Field::new("taken_at", time(), false),
         Field::new("duration_us", DataType::Int64, false),
         Field::new("bytes", DataType::Int64, false),
+        Field::new("generation", DataType::Int64, false),
     ]));
     let recovery_schema = Arc::new(Schema::new(vec![
         Field::new("recovered_at", time(), false),
@@ -281,6 +288,7 @@ pub fn system_tables(
                     }))),
                     Arc::new(Int64Array::from(column(|c| c.duration_us as i64))),
                     Arc::new(Int64Array::from(column(|c| c.bytes as i64))),
+                    Arc::new(Int64Array::from(column(|c| c.generation as i64))),
                 ];
                 Ok(RecordBatch::try_new(schema.clone(), columns)?)
             }),

@@ -20,6 +20,7 @@ use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
+use crate::stream::checkpoint_store::into_current_generation;
 use crate::stream::dataflow::{Dataflow, ViewPipeline};
 use crate::stream::pipeline::LateSink;
 use crate::stream::{Chunk, LateRows, Message};
@@ -210,6 +211,7 @@ impl Engine {
         if let Some(id) = id {
             let mut state = WriteBatch::new();
             state.delete_prefix(view_prefix(id));
+            into_current_generation(flow.stored_state(), &mut state);
             self.catalog.store().commit(state)?;
         }
         drop(flow);

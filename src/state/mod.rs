@@ -97,15 +97,72 @@ impl WriteBatch {
         self.bytes
     }
 
+    /// Gives every key and prefix starting with `from` the prefix `to`
+    /// instead (moving a key space, such as a checkpoint generation).
+    pub fn rename_prefix(&mut self, from: &[u8], to: &[u8]) {
+        if from == to {
+            return;
+        }
+        let renamed = |key: &mut Vec<u8>| {
+            if key.starts_with(from) {
+                key.splice(..from.len(), to.iter().copied());
+            }
+        };
+        for operation in &mut self.operations {
+            match operation {
+                WriteOperation::Put(key, _, _)
+                | WriteOperation::Delete(key)
+                | WriteOperation::DeletePrefix(key) => renamed(key),
+            }
+        }
+        self.bytes = self.operations.iter().map(WriteOperation::size_bytes).sum();
+    }
+
+    /// How many puts, and deletes of single keys, the batch holds.
+    pub fn put_and_delete_counts(&self) -> (usize, usize) {
+        let puts = self
+            .operations
+            .iter()
+            .filter(|operation| matches!(operation, WriteOperation::Put(..)))
+            .count();
+        let deletes = self
+            .operations
+            .iter()
+            .filter(|operation| matches!(operation, WriteOperation::Delete(_)))
+            .count();
+        (puts, deletes)
+    }
+
+    /// The prefixes this batch deletes.
+    pub fn deleted_prefixes(&self) -> Vec<&[u8]> {
+        self.operations
+            .iter()
+            .filter_map(|operation| match operation {
+                WriteOperation::DeletePrefix(prefix) => Some(prefix.as_slice()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Takes out every change under `prefix`, prefix deletes included (in
+    /// their order).
+    pub fn split_off_everything_under(&mut self, prefix: &[u8]) -> WriteBatch {
+        self.split_off_where(|operation| operation.key().starts_with(prefix))
+    }
+
     /// Takes out the puts and deletes of keys starting with `prefix` (in
     /// their order); what stays keeps its order too.
     pub fn split_off_prefix(&mut self, prefix: &[u8]) -> WriteBatch {
+        self.split_off_where(|operation| {
+            !matches!(operation, WriteOperation::DeletePrefix(_))
+                && operation.key().starts_with(prefix)
+        })
+    }
+
+    fn split_off_where(&mut self, taken: impl Fn(&WriteOperation) -> bool) -> WriteBatch {
         let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.operations)
             .into_iter()
-            .partition(|operation| {
-                !matches!(operation, WriteOperation::DeletePrefix(_))
-                    && operation.key().starts_with(prefix)
-            });
+            .partition(taken);
         let mut split = WriteBatch::new();
         taken
             .into_iter()

@@ -3,8 +3,146 @@
 //! (`checkpoint/op/<view id>/<operator index>/`), so a checkpoint can write only
 //! what changed (a window bin, say) and recovery hands each operator exactly
 //! its own entries.
+//!
+//! Operator state lives in one *generation* of keys at a time: generation
+//! 0 is `checkpoint/op/`, generation g ≥ 1 is `checkpoint/gen/<g>/`, with the
+//! same keys below. Operators and the dataflow always name keys in
+//! generation 0 (`operator_prefix`); where they are stored is decided when
+//! a checkpoint is committed (`in_generation`), so a checkpoint too big for
+//! one atomic batch can be written as a new generation in pieces and
+//! switched to by the epoch record alone.
 
-use crate::state::{key, WriteBatch};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{sqlstate, Result, WeirError};
+use crate::state::{key, StateStore, StoredSize, WriteBatch};
+
+/// The key of the last committed checkpoint's record.
+pub fn epoch_key() -> Vec<u8> {
+    key(&[b"checkpoint", b"epoch"])
+}
+
+/// Every operator's checkpointed state (generation 0, as operators name it).
+pub fn operator_state_prefix() -> Vec<u8> {
+    key(&[b"checkpoint", b"op", b""])
+}
+
+fn generations_prefix() -> Vec<u8> {
+    key(&[b"checkpoint", b"gen", b""])
+}
+
+/// Where generation `generation` of the operator state is stored.
+pub fn generation_prefix(generation: u64) -> Vec<u8> {
+    if generation == 0 {
+        return operator_state_prefix();
+    }
+    let mut prefix = generations_prefix();
+    prefix.extend_from_slice(&generation.to_be_bytes());
+    prefix.push(b'/');
+    prefix
+}
+
+/// `name` (a key or prefix as operators name it) as stored in `generation`.
+pub fn in_generation(name: &[u8], generation: u64) -> Vec<u8> {
+    let canonical = operator_state_prefix();
+    match name.strip_prefix(canonical.as_slice()) {
+        Some(rest) => [generation_prefix(generation).as_slice(), rest].concat(),
+        None => name.to_vec(),
+    }
+}
+
+/// The key ranges of every stored generation but `current` (left behind by
+/// a crash while one was written or deleted).
+pub fn stale_generation_prefixes(store: &dyn StateStore, current: u64) -> Result<Vec<Vec<u8>>> {
+    let mut stale = Vec::new();
+    if current != 0 && first_key_under(store, &operator_state_prefix())?.is_some() {
+        stale.push(operator_state_prefix());
+    }
+    let all = generations_prefix();
+    let mut from = all.clone();
+    while let Some(found) = first_key_under_from(store, &all, &from)? {
+        let number = found
+            .get(all.len()..all.len() + 8)
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| {
+                WeirError::new(sqlstate::DATA_CORRUPTED, "a checkpoint key is malformed")
+            })?;
+        if number != current {
+            stale.push(generation_prefix(number));
+        }
+        match number.checked_add(1) {
+            Some(next) => from = generation_prefix(next),
+            None => break,
+        }
+    }
+    Ok(stale)
+}
+
+fn first_key_under(store: &dyn StateStore, prefix: &[u8]) -> Result<Option<Vec<u8>>> {
+    first_key_under_from(store, prefix, prefix)
+}
+
+fn first_key_under_from(
+    store: &dyn StateStore,
+    prefix: &[u8],
+    from: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let end = prefix_end(prefix);
+    match store.scan_range(from, &end).next() {
+        Some(entry) => Ok(Some(entry?.0)),
+        None => Ok(None),
+    }
+}
+
+/// The first key after every key starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![u8::MAX; prefix.len() + 1]
+}
+
+/// What a committed checkpoint covers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    pub epoch: u64,
+    /// Rows of each table the checkpointed state has seen.
+    pub offsets: BTreeMap<String, u64>,
+    pub unix_ms: u64,
+    /// Where the operator state of this epoch is stored (absent: 0).
+    #[serde(default)]
+    pub generation: u64,
+}
+
+impl EpochRecord {
+    /// Adds the record to `batch`: committing it commits the checkpoint.
+    pub fn put_into(&self, batch: &mut WriteBatch) -> Result<()> {
+        let encoded = serde_json::to_vec(self)
+            .map_err(|error| WeirError::internal(format!("cannot encode a checkpoint: {error}")))?;
+        batch.put(epoch_key(), encoded);
+        Ok(())
+    }
+
+    /// The last committed record, if any.
+    pub fn read(store: &dyn StateStore) -> Result<Option<EpochRecord>> {
+        let Some(value) = store.get(&epoch_key())? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&value).map(Some).map_err(|error| {
+            WeirError::new(
+                sqlstate::DATA_CORRUPTED,
+                format!("the checkpoint record cannot be decoded: {error}"),
+            )
+        })
+    }
+}
 
 pub fn operator_prefix(view_id: u64, operator: usize) -> Vec<u8> {
     let mut prefix = key(&[
@@ -22,6 +160,13 @@ pub fn view_prefix(view_id: u64) -> Vec<u8> {
     let mut prefix = key(&[b"checkpoint", b"op", &view_id.to_be_bytes()]);
     prefix.push(b'/');
     prefix
+}
+
+/// What the last checkpoint stored for a view's operators.
+pub fn stored_view_state(store: &dyn StateStore, view_id: u64) -> Result<StoredSize> {
+    let generation = EpochRecord::read(store)?.map_or(0, |record| record.generation);
+    let prefix = in_generation(&view_prefix(view_id), generation);
+    store.stored_size(&prefix, &prefix_end(&prefix))
 }
 
 /// Where one operator writes its state during a checkpoint.

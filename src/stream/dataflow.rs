@@ -19,33 +19,15 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::record_batch::RecordBatch;
-use serde::{Deserialize, Serialize};
 
+use super::checkpoint::{operator_state_prefix, EpochRecord};
+use super::checkpoint_store::StoredState;
 use super::message::{Chunk, Message};
 pub use super::pipeline::ViewPipeline;
 use super::WatermarkTracker;
 use crate::catalog::view_result::all_view_rows_prefix;
 use crate::error::{sqlstate, Result, WeirError};
-use crate::state::{key, StateStore, WriteBatch};
-
-/// The key of the last committed checkpoint's record.
-pub fn epoch_key() -> Vec<u8> {
-    key(&[b"checkpoint", b"epoch"])
-}
-
-/// Every operator's checkpointed state.
-pub fn operator_state_prefix() -> Vec<u8> {
-    key(&[b"checkpoint", b"op", b""])
-}
-
-/// What a committed checkpoint covers.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EpochRecord {
-    pub epoch: u64,
-    /// Rows of each table the checkpointed state has seen.
-    pub offsets: BTreeMap<String, u64>,
-    pub unix_ms: u64,
-}
+use crate::state::{StateStore, WriteBatch};
 
 #[derive(Default)]
 pub struct Dataflow {
@@ -57,6 +39,8 @@ pub struct Dataflow {
     /// Rows of each table pushed through the views so far.
     offsets: BTreeMap<String, u64>,
     epoch: u64,
+    /// Where the last checkpoint's operator state is stored.
+    stored: StoredState,
     /// Something changed since the last checkpoint.
     changed: bool,
     /// The next checkpoint replaces all stored operator state (after a
@@ -169,6 +153,7 @@ impl Dataflow {
         match record {
             Some(record) => {
                 self.epoch = record.epoch;
+                self.stored.generation = record.generation;
                 self.offsets = record.offsets.clone();
             }
             None => {
@@ -177,6 +162,11 @@ impl Dataflow {
             }
         }
         self.changed = true;
+    }
+
+    /// Where the operator state of the last checkpoint is stored.
+    pub fn stored_state(&mut self) -> &mut StoredState {
+        &mut self.stored
     }
 
     pub fn offset(&self, table: &str) -> u64 {
@@ -299,7 +289,9 @@ impl Dataflow {
     }
 
     /// A checkpoint of every view, if anything changed: a barrier from every
-    /// table, then the epoch record. Commit the batch before the next push.
+    /// table. Its keys are in generation 0 (`checkpoint::in_generation`);
+    /// the checkpoint counts once the batch and the record are committed,
+    /// before the next push.
     pub fn checkpoint(&mut self, unix_ms: u64) -> Result<Option<(EpochRecord, WriteBatch)>> {
         if !self.changed || self.broken {
             return Ok(None);
@@ -327,10 +319,8 @@ impl Dataflow {
             epoch,
             offsets: self.offsets.clone(),
             unix_ms,
+            generation: self.stored.generation,
         };
-        let encoded = serde_json::to_vec(&record)
-            .map_err(|error| WeirError::internal(format!("cannot encode a checkpoint: {error}")))?;
-        writes.put(epoch_key(), encoded);
         self.epoch = epoch;
         self.changed = false;
         Ok(Some((record, writes)))

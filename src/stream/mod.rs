@@ -4,6 +4,7 @@
 //! is acknowledged (read-your-writes).
 
 pub mod checkpoint;
+pub mod checkpoint_store;
 pub mod dataflow;
 pub mod late;
 pub mod message;

@@ -169,3 +169,28 @@ pub async fn copy_into(
     }
     sink.as_mut().finish().await
 }
+
+/// SIGKILLs the server after `milliseconds`, from another task.
+pub fn kill_after(server: &TestServer, milliseconds: u64) -> tokio::task::JoinHandle<()> {
+    let pid = server.pid().unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(milliseconds)).await;
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+    })
+}
+
+/// A tiny deterministic generator for kill delays.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
