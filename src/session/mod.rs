@@ -5,6 +5,7 @@
 
 mod copy;
 mod parameters;
+mod planning;
 mod results;
 mod settings;
 mod utility;
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
-use datafusion::execution::{SendableRecordBatchStream, SessionState};
+use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::{collect, execute_stream};
 use datafusion::sql::sqlparser::ast;
@@ -25,6 +26,7 @@ use crate::error::{Result, WeirError};
 use crate::sql;
 pub use copy::CopyInProgress;
 pub use parameters::bound_type;
+use planning::{PlanningCache, Purpose};
 pub use settings::{parse_memory_size, parse_milliseconds, Reported, Settings};
 pub use utility::Utility;
 
@@ -35,6 +37,7 @@ pub struct Session {
     /// Decides whether the running statement's write commits or is
     /// cancelled (cancel requests, statement_timeout).
     gate: Arc<CommitGate>,
+    planning: Mutex<PlanningCache>,
 }
 
 /// BEGIN ... COMMIT is accepted for drivers that always open one, but each
@@ -120,6 +123,7 @@ impl Session {
             settings: Mutex::new(Settings::default()),
             transaction: Mutex::new(TransactionBlock::default()),
             gate: Arc::new(CommitGate::default()),
+            planning: Mutex::new(PlanningCache::default()),
         }
     }
 
@@ -141,14 +145,28 @@ impl Session {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The shared planning state with this session's settings on top.
-    fn state(&self) -> Result<SessionState> {
-        let mut state = self.engine.state();
-        self.settings().apply(&mut state)?;
-        // Writes reach the table through DataFusion's sink, which finds the
-        // gate here.
-        state.config_mut().set_extension(self.gate.clone());
-        Ok(state)
+    /// The shared planning state with this session's settings on top, for
+    /// a statement starting now.
+    fn state(&self) -> Result<Arc<SessionState>> {
+        self.planning_state(Purpose::Queries)
+    }
+
+    fn planning_state(&self, purpose: Purpose) -> Result<Arc<SessionState>> {
+        let settings = self.settings().clone();
+        self.planning_cache()
+            .state(purpose, &self.engine, &settings, &self.gate)
+    }
+
+    fn task_context(&self, purpose: Purpose) -> Result<Arc<TaskContext>> {
+        let settings = self.settings().clone();
+        self.planning_cache()
+            .task(purpose, &self.engine, &settings, &self.gate)
+    }
+
+    fn planning_cache(&self) -> MutexGuard<'_, PlanningCache> {
+        self.planning
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub async fn prepare(&self, statement: sql::Statement) -> Result<Prepared> {
@@ -266,7 +284,7 @@ impl Session {
                     )
                     .await?,
             )),
-            LogicalPlan::Dml(dml) => self.execute_dml(&state, dml).await,
+            LogicalPlan::Dml(dml) => self.execute_dml(dml).await,
             LogicalPlan::Statement(statement) => Err(WeirError::unsupported(format!(
                 "{} is not supported",
                 statement.name()
@@ -274,7 +292,7 @@ impl Session {
             .with_hint("Use your driver's prepared statements (the extended query protocol).")),
             query => {
                 let physical = state.create_physical_plan(&query).await?;
-                let batches = execute_stream(physical, state.task_ctx())?;
+                let batches = execute_stream(physical, self.task_context(Purpose::Queries)?)?;
                 let batches = with_schema(batches, prepared.result_schema.clone());
                 Ok(Outcome::Rows(
                     match self.settings().statement_timeout()? {
@@ -306,19 +324,16 @@ impl Session {
         ))
     }
 
-    async fn execute_dml(&self, state: &SessionState, dml: DmlStatement) -> Result<Outcome> {
+    async fn execute_dml(&self, dml: DmlStatement) -> Result<Outcome> {
         if !matches!(dml.op, WriteOp::Insert(_)) {
             return Err(
                 WeirError::unsupported(format!("{} is not supported", dml.op.name()))
                     .with_hint("weir tables are append-only: INSERT or COPY rows into them."),
             );
         }
-        // One partition: the rows reach the table, and so the views' late
-        // data checks, in the query's own order, the same on every run.
-        let mut state = state.clone();
-        state.config_mut().options_mut().execution.target_partitions = 1;
+        let state = self.planning_state(Purpose::Writes)?;
         let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
-        let write = collect(physical, state.task_ctx());
+        let write = collect(physical, self.task_context(Purpose::Writes)?);
         let timeout = self.settings().statement_timeout()?;
         let outcome = match timeout {
             Some(limit) => self.within_timeout(write, limit).await,

@@ -139,13 +139,22 @@ impl Settings {
         all.into_iter().collect()
     }
 
+    /// The `datafusion.*` options set in this session.
+    pub fn datafusion_options(&self) -> &BTreeMap<String, String> {
+        &self.datafusion
+    }
+
+    pub fn time_zone(&self) -> Option<&str> {
+        self.values.get("timezone").map(String::as_str)
+    }
+
     /// Applies the session's settings to a planning state.
     pub fn apply(&self, state: &mut SessionState) -> Result<()> {
         let options = state.config_mut().options_mut();
         for (key, value) in &self.datafusion {
             options.set(key, value)?;
         }
-        if let Some(zone) = self.values.get("timezone") {
+        if let Some(zone) = self.time_zone() {
             options.execution.time_zone = Some(datafusion_time_zone(zone));
         }
         Ok(())

@@ -1,0 +1,194 @@
+//! A session's planning state: the engine's DataFusion state with the
+//! session's settings on top. Building one clones every function registry
+//! (hundreds of names), which was the largest cost of a one-row INSERT, so
+//! it is kept and built again only when the settings it depends on change.
+//! The catalog is shared through an `Arc`, so tables created since are
+//! seen without a rebuild.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::execution::{SessionState, TaskContext};
+
+use super::Settings;
+use crate::catalog::table::CommitGate;
+use crate::engine::Engine;
+use crate::error::Result;
+
+/// One planning state and its task context.
+struct Planning {
+    state: Arc<SessionState>,
+    task: Arc<TaskContext>,
+}
+
+impl Planning {
+    fn new(state: SessionState) -> Self {
+        let task = state.task_ctx();
+        Planning {
+            state: Arc::new(state),
+            task,
+        }
+    }
+
+    /// The state, marked as starting a statement now (`now()` and the
+    /// like read that time): in place unless an earlier statement still
+    /// holds it.
+    fn started(&mut self) -> Arc<SessionState> {
+        match Arc::get_mut(&mut self.state) {
+            Some(state) => state.mark_start_execution(),
+            None => {
+                let mut state = SessionState::clone(&self.state);
+                state.mark_start_execution();
+                self.state = Arc::new(state);
+            }
+        }
+        self.state.clone()
+    }
+}
+
+/// What a planning state is built from; a different key means a rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PlanningKey {
+    datafusion: BTreeMap<String, String>,
+    time_zone: Option<String>,
+}
+
+/// Planning states for queries, and for writes (one partition, so rows
+/// reach the table, and so the views' late data checks, in the query's own
+/// order, the same on every run).
+#[derive(Default)]
+pub struct PlanningCache {
+    built: Option<Built>,
+}
+
+struct Built {
+    key: PlanningKey,
+    queries: Planning,
+    writes: Planning,
+}
+
+/// Which of the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Queries,
+    Writes,
+}
+
+impl PlanningCache {
+    /// The state for a statement starting now, under `settings`.
+    pub fn state(
+        &mut self,
+        purpose: Purpose,
+        engine: &Engine,
+        settings: &Settings,
+        gate: &Arc<CommitGate>,
+    ) -> Result<Arc<SessionState>> {
+        Ok(self
+            .built(engine, settings, gate)?
+            .planning(purpose)
+            .started())
+    }
+
+    /// The task context to execute a plan of that state with.
+    pub fn task(
+        &mut self,
+        purpose: Purpose,
+        engine: &Engine,
+        settings: &Settings,
+        gate: &Arc<CommitGate>,
+    ) -> Result<Arc<TaskContext>> {
+        Ok(self
+            .built(engine, settings, gate)?
+            .planning(purpose)
+            .task
+            .clone())
+    }
+
+    fn built(
+        &mut self,
+        engine: &Engine,
+        settings: &Settings,
+        gate: &Arc<CommitGate>,
+    ) -> Result<&mut Built> {
+        let key = PlanningKey {
+            datafusion: settings.datafusion_options().clone(),
+            time_zone: settings.time_zone().map(str::to_string),
+        };
+        if self.built.as_ref().is_some_and(|built| built.key != key) {
+            self.built = None;
+        }
+        if self.built.is_none() {
+            let mut state = engine.state();
+            settings.apply(&mut state)?;
+            // Writes reach the table through DataFusion's sink, which finds
+            // the gate here.
+            state.config_mut().set_extension(gate.clone());
+            let mut write_state = state.clone();
+            write_state
+                .config_mut()
+                .options_mut()
+                .execution
+                .target_partitions = 1;
+            self.built = Some(Built {
+                key,
+                queries: Planning::new(state),
+                writes: Planning::new(write_state),
+            });
+        }
+        Ok(self.built.as_mut().expect("built just now"))
+    }
+}
+
+impl Built {
+    fn planning(&mut self, purpose: Purpose) -> &mut Planning {
+        match purpose {
+            Purpose::Queries => &mut self.queries,
+            Purpose::Writes => &mut self.writes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Array, TimestampNanosecondArray};
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::{DataType, TimeUnit};
+    use futures::StreamExt;
+
+    use crate::engine::Engine;
+    use crate::session::{Outcome, Session};
+
+    async fn run(session: &Session, sql: &str) -> Option<i64> {
+        let statement = session.parse(sql).unwrap().remove(0);
+        let prepared = session.prepare(statement).await.unwrap();
+        let Outcome::Rows(mut rows) = session.execute(&prepared, None).await.unwrap() else {
+            return None;
+        };
+        let batch = rows.next().await.unwrap().unwrap();
+        let nanoseconds = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let column = cast(batch.column(0), &nanoseconds).unwrap();
+        let times = column
+            .as_any()
+            .downcast_ref::<TimestampNanosecondArray>()
+            .unwrap();
+        Some(times.value(0))
+    }
+
+    #[tokio::test]
+    async fn each_statement_has_its_own_start_time_and_settings() {
+        let directory = tempfile::tempdir().unwrap();
+        let engine = Engine::open(directory.path()).await.unwrap();
+        let session = Session::new(engine);
+        let first = run(&session, "SELECT now()").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let second = run(&session, "SELECT now()").await.unwrap();
+        assert!(second - first >= 20_000_000, "{first} then {second}");
+
+        // A setting changes what later statements are planned with.
+        let midnight = "SELECT CAST('2026-01-01 00:00:00' AS TIMESTAMPTZ)";
+        let utc = run(&session, midnight).await.unwrap();
+        run(&session, "SET TIME ZONE 'America/New_York'").await;
+        let new_york = run(&session, midnight).await.unwrap();
+        assert_eq!(new_york - utc, 5 * 3_600_000_000_000);
+    }
+}
