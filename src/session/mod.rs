@@ -4,6 +4,7 @@
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
 mod copy;
+mod insert_values;
 mod parameters;
 mod planning;
 mod results;
@@ -332,30 +333,44 @@ impl Session {
             );
         }
         let state = self.planning_state(Purpose::Writes)?;
-        let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
-        let write = collect(physical, self.task_context(Purpose::Writes)?);
+        let rows = match insert_values::values_insert(&dml, &state)? {
+            Some((table, rows)) => {
+                let gate = self.gate.clone();
+                let write = async move { table.append(vec![rows], Some(gate.as_ref())).await };
+                self.run_write(write).await?
+            }
+            None => {
+                let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
+                let write = collect(physical, self.task_context(Purpose::Writes)?);
+                count_of(&self.run_write(write).await?)
+            }
+        };
+        self.note_write(rows);
+        Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
+    }
+
+    /// Runs a write under `statement_timeout`; a failed one gets the views
+    /// rebuilt.
+    async fn run_write<T, E: Into<WeirError>>(
+        &self,
+        write: impl std::future::Future<Output = std::result::Result<T, E>>,
+    ) -> Result<T> {
         let timeout = self.settings().statement_timeout()?;
         let outcome = match timeout {
             Some(limit) => self.within_timeout(write, limit).await,
             None => write.await.map_err(Into::into),
         };
-        let batches = match outcome {
-            Ok(batches) => batches,
-            Err(error) => {
-                self.engine.repair_views().await;
-                return Err(error);
-            }
-        };
-        let rows = count_of(&batches);
-        self.note_write(rows);
-        Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
+        if outcome.is_err() {
+            self.engine.repair_views().await;
+        }
+        outcome
     }
 
     /// Runs a write, cancelling it at `limit` unless it is already
     /// committing (it then finishes and counts as done).
-    async fn within_timeout<T>(
+    async fn within_timeout<T, E: Into<WeirError>>(
         &self,
-        write: impl std::future::Future<Output = datafusion::error::Result<T>>,
+        write: impl std::future::Future<Output = std::result::Result<T, E>>,
         limit: std::time::Duration,
     ) -> Result<T> {
         tokio::pin!(write);
