@@ -16,9 +16,9 @@ use crate::error::{sqlstate, Result, WeirError};
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::{in_generation, EpochRecord, StateReader};
 use crate::stream::checkpoint_store::{
-    commit_checkpoint, delete_stale_generations, into_current_generation, StoredState,
+    delete_stale_generations, into_current_generation, prepare_checkpoint, StoredState,
 };
-use crate::stream::dataflow::Dataflow;
+use crate::stream::dataflow::{Dataflow, SharedDataflow};
 
 pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 1000;
 const KEPT_RECORDS: usize = 100;
@@ -32,6 +32,9 @@ pub struct CheckpointStats {
     pub bytes: u64,
     /// Where its operator state is stored (`checkpoint::generation_prefix`).
     pub generation: u64,
+    /// How long writers waited for it (the snapshot under the dataflow
+    /// lock; the write to disk happens after).
+    pub writers_blocked_us: u64,
 }
 
 /// How the last start recovered, for `weir_catalog.recovery`.
@@ -57,34 +60,76 @@ pub fn unix_ms() -> u64 {
 }
 
 impl Engine {
-    /// Takes a checkpoint now if anything changed; returns its epoch.
+    /// Takes a checkpoint now if anything changed; returns its epoch once
+    /// it is committed. Writers wait only while the barrier passes the
+    /// views (the snapshot), not while it is written — unless a barrier
+    /// changed view rows, which must be durable before the next write.
     pub fn checkpoint(&self) -> Result<Option<u64>> {
         let started = Instant::now();
+        let store = self.catalog.store().clone();
         let mut flow = self.dataflow.lock();
         let Some((record, batch)) = flow.checkpoint(unix_ms())? else {
             return Ok(None);
         };
-        let store = self.catalog.store().clone();
-        // Incremental state is relative to the last commit: a failed one
-        // means rebuilding everything.
-        let bytes = commit_checkpoint(&*store, flow.stored_state(), record.clone(), batch)
-            .inspect_err(|_| flow.mark_broken())? as u64;
-        flow.publish();
-        let flow_generation = flow.stored_state().generation;
-        drop(flow);
+        let mut commits = self.dataflow.lock_commits();
+        if commits.failed {
+            flow.mark_broken();
+            return Err(WeirError::internal(
+                "an earlier checkpoint failed; views are rebuilt first",
+            ));
+        }
+        let epoch = record.epoch;
+        let prepared = prepare_checkpoint(&*store, flow.stored_state(), record, batch)
+            .inspect_err(|_| flow.mark_broken())?;
+        let (bytes, generation) = (prepared.size_bytes() as u64, prepared.generation());
+        let blocked_us;
+        if prepared.changes_views() {
+            // Incremental state is relative to the last commit: a failed
+            // one means rebuilding everything.
+            prepared.commit(&*store).inspect_err(|_| {
+                commits.failed = true;
+                flow.mark_broken();
+            })?;
+            flow.publish();
+            blocked_us = started.elapsed().as_micros() as u64;
+            drop(flow);
+        } else {
+            blocked_us = started.elapsed().as_micros() as u64;
+            drop(flow);
+            if let Err(error) = prepared.commit(&*store) {
+                commits.failed = true;
+                drop(commits);
+                self.dataflow.lock().mark_broken();
+                return Err(error);
+            }
+        }
+        drop(commits);
         self.record_checkpoint(CheckpointStats {
-            epoch: record.epoch,
-            unix_ms: record.unix_ms,
+            epoch,
+            unix_ms: unix_ms(),
             duration_us: started.elapsed().as_micros() as u64,
             bytes,
-            generation: flow_generation,
+            generation,
+            writers_blocked_us: blocked_us,
         });
-        Ok(Some(record.epoch))
+        Ok(Some(epoch))
     }
 
-    /// The checkpoint a DDL commits with its own changes (under the lock);
-    /// operator state `writes` names goes to where it is stored.
-    pub(super) fn checkpoint_into(flow: &mut Dataflow, writes: &mut WriteBatch) -> Result<()> {
+    /// The checkpoint a DDL commits with its own changes (under the
+    /// dataflow lock; waits for a checkpoint being committed); operator
+    /// state `writes` names goes to where it is stored.
+    pub(super) fn checkpoint_into(
+        dataflow: &SharedDataflow,
+        flow: &mut Dataflow,
+        writes: &mut WriteBatch,
+    ) -> Result<()> {
+        let commits = dataflow.lock_commits();
+        if commits.failed {
+            flow.mark_broken();
+            return Err(WeirError::internal(
+                "an earlier checkpoint failed; views are rebuilt first",
+            ));
+        }
         if let Some((record, batch)) = flow.checkpoint(unix_ms())? {
             writes.extend(batch);
             record.put_into(writes)?;
@@ -173,8 +218,11 @@ impl Engine {
     /// plus the rows after it, or from all rows when there is none.
     pub(super) fn recover_views(&self) -> Result<()> {
         let started = Instant::now();
-        let record = self.last_epoch()?;
         let mut flow = self.dataflow.lock();
+        // After the checkpoint being committed, if any: its record is read
+        // below, and its generation must not be taken for a stale one.
+        let mut commits = self.dataflow.lock_commits();
+        let record = self.last_epoch()?;
         let store = self.catalog.store().clone();
         let generation = record.as_ref().map_or(0, |record| record.generation);
         delete_stale_generations(&*store, generation)?;
@@ -193,6 +241,9 @@ impl Engine {
         }
         flow.start_from(record.as_ref());
         *flow.stored_state() = StoredState::counted(generation, entries_restored);
+        // Restored from what is committed: checkpoints may commit again.
+        commits.failed = false;
+        drop(commits);
         flow.set_repaired();
         flow.set_replaying(true);
         let replayed = self.replay_tables(&mut flow);
@@ -262,6 +313,7 @@ pub fn system_tables(
         Field::new("duration_us", DataType::Int64, false),
         Field::new("bytes", DataType::Int64, false),
         Field::new("generation", DataType::Int64, false),
+        Field::new("writers_blocked_us", DataType::Int64, false),
     ]));
     let recovery_schema = Arc::new(Schema::new(vec![
         Field::new("recovered_at", time(), false),
@@ -289,6 +341,7 @@ pub fn system_tables(
                     Arc::new(Int64Array::from(column(|c| c.duration_us as i64))),
                     Arc::new(Int64Array::from(column(|c| c.bytes as i64))),
                     Arc::new(Int64Array::from(column(|c| c.generation as i64))),
+                    Arc::new(Int64Array::from(column(|c| c.writers_blocked_us as i64))),
                 ];
                 Ok(RecordBatch::try_new(schema.clone(), columns)?)
             }),

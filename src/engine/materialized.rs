@@ -21,7 +21,7 @@ use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
 use crate::stream::checkpoint_store::into_current_generation;
-use crate::stream::dataflow::{Dataflow, ViewPipeline};
+use crate::stream::dataflow::{SharedDataflow, ViewPipeline};
 use crate::stream::pipeline::LateSink;
 use crate::stream::{Chunk, LateRows, Message};
 
@@ -172,7 +172,7 @@ impl Engine {
         // Completes even if the statement goes away: the view is then fully
         // there (its commit had started) or not at all.
         tokio::task::spawn_blocking(move || {
-            backfill_and_commit(&mut dataflow.lock(), &catalog, new_view, gate)?;
+            backfill_and_commit(&dataflow, &catalog, new_view, gate)?;
             lock_streams(&view_streams).insert(name, output);
             Ok::<(), WeirError>(())
         })
@@ -211,6 +211,8 @@ impl Engine {
         if let Some(id) = id {
             let mut state = WriteBatch::new();
             state.delete_prefix(view_prefix(id));
+            // After a checkpoint being committed, which may write the view.
+            let _commits = self.dataflow.lock_commits();
             into_current_generation(flow.stored_state(), &mut state);
             self.catalog.store().commit(state)?;
         }
@@ -296,11 +298,13 @@ struct NewView {
 /// restart never has a view without state. With a `gate`, a cancel before
 /// the commit starts leaves nothing behind.
 fn backfill_and_commit(
-    flow: &mut Dataflow,
+    dataflow: &SharedDataflow,
     catalog: &Catalog,
     view: NewView,
     gate: Option<Arc<CommitGate>>,
 ) -> Result<()> {
+    let mut guard = dataflow.lock();
+    let flow = &mut *guard;
     if flow.is_broken() {
         return Err(WeirError::new(
             "40001",
@@ -339,7 +343,7 @@ fn backfill_and_commit(
         flow.set_offset(&view.input, rows);
     }
     writes.delete_prefix(view_prefix(view.definition.id));
-    let outcome = Engine::checkpoint_into(flow, &mut writes)
+    let outcome = Engine::checkpoint_into(dataflow, flow, &mut writes)
         .and_then(|()| catalog.commit_materialized_view(view.definition, view.results, writes));
     if let Some(gate) = &gate {
         gate.end_commit();

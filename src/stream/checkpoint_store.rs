@@ -48,43 +48,110 @@ impl StoredState {
     }
 }
 
-/// Commits `batch` (keys in generation 0) with `record`; returns the bytes
-/// written for operator state.
-pub fn commit_checkpoint(
+/// A checkpoint ready to commit: where its state goes is decided (and
+/// `StoredState` updated as if it commits; a failed commit breaks the
+/// dataflow, and recovery reads the truth back from the record).
+pub struct PreparedCheckpoint {
+    record: EpochRecord,
+    /// What is not operator state (view changes a barrier made).
+    rest: WriteBatch,
+    /// Operator state, keys in generation 0.
+    state: WriteBatch,
+    /// Some(old generation) when `record.generation` is a new one.
+    replaces: Option<u64>,
+}
+
+impl PreparedCheckpoint {
+    /// Bytes of state and view changes it writes.
+    pub fn size_bytes(&self) -> usize {
+        self.state.size_bytes() + self.rest.size_bytes()
+    }
+
+    /// Whether it carries view changes, which become visible only after
+    /// its commit (so it must commit before the next write).
+    pub fn changes_views(&self) -> bool {
+        !self.rest.is_empty()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.record.generation
+    }
+
+    /// Writes it; the checkpoint counts once this returns.
+    pub fn commit(self, store: &dyn StateStore) -> Result<()> {
+        let PreparedCheckpoint {
+            record,
+            mut rest,
+            mut state,
+            replaces,
+        } = self;
+        let canonical = operator_state_prefix();
+        let Some(old) = replaces else {
+            state.rename_prefix(&canonical, &generation_prefix(record.generation));
+            rest.extend(state);
+            record.put_into(&mut rest)?;
+            return store.commit(rest);
+        };
+        copy_generation(store, old, record.generation, &state.deleted_prefixes())?;
+        state.rename_prefix(&canonical, &generation_prefix(record.generation));
+        store.stage(state)?;
+        record.put_into(&mut rest)?;
+        store.commit(rest)?;
+        // Nothing refers to the old generation now; if a crash interrupts
+        // the delete, the next start finishes it.
+        delete_in_pieces(store, &generation_prefix(old))
+    }
+}
+
+/// Decides where `batch` (a checkpoint's writes, keys in generation 0)
+/// goes; `stored` then describes the state as it will be once committed.
+pub fn prepare_checkpoint(
     store: &dyn StateStore,
     stored: &mut StoredState,
     mut record: EpochRecord,
     mut batch: WriteBatch,
-) -> Result<usize> {
-    let canonical = operator_state_prefix();
-    let mut state = batch.split_off_everything_under(&canonical);
+) -> Result<PreparedCheckpoint> {
+    let state = batch.split_off_everything_under(&operator_state_prefix());
     let changes = state.len();
-    let bytes = state.size_bytes() + batch.size_bytes();
-    if !worth_a_new_generation(store, stored, changes)? {
-        add_to_current(stored, &mut state);
-        batch.extend(state);
-        record.generation = stored.generation;
-        record.put_into(&mut batch)?;
-        store.commit(batch)?;
-        return Ok(bytes);
-    }
-    let old = stored.generation;
-    let new = old + 1;
-    let copied = copy_generation(store, old, new, &state.deleted_prefixes())?;
-    let (puts, deletes) = state.put_and_delete_counts();
-    state.rename_prefix(&canonical, &generation_prefix(new));
-    store.stage(state)?;
-    record.generation = new;
-    record.put_into(&mut batch)?;
-    store.commit(batch)?;
-    *stored = StoredState {
-        generation: new,
-        counted_entries: copied + puts as u64,
-        deleted_since_count: deletes as u64,
+    let replaces = match worth_a_new_generation(store, stored, changes)? {
+        None => {
+            count_changes(stored, &state);
+            None
+        }
+        Some(entries) => {
+            let (puts, deletes) = state.put_and_delete_counts();
+            let everything = operator_state_prefix();
+            // A full checkpoint copies nothing of the old generation.
+            let full = state.deleted_prefixes().contains(&everything.as_slice());
+            let entries = if full { 0 } else { entries };
+            let old = stored.generation;
+            *stored = StoredState {
+                generation: old + 1,
+                counted_entries: entries + puts as u64,
+                deleted_since_count: deletes as u64,
+            };
+            Some(old)
+        }
     };
-    // Nothing refers to the old generation now; if a crash interrupts the
-    // delete, the next start finishes it.
-    delete_in_pieces(store, &generation_prefix(old))?;
+    record.generation = stored.generation;
+    Ok(PreparedCheckpoint {
+        record,
+        rest: batch,
+        state,
+        replaces,
+    })
+}
+
+/// Prepares and commits at once (DDL-free callers and tests).
+pub fn commit_checkpoint(
+    store: &dyn StateStore,
+    stored: &mut StoredState,
+    record: EpochRecord,
+    batch: WriteBatch,
+) -> Result<usize> {
+    let prepared = prepare_checkpoint(store, stored, record, batch)?;
+    let bytes = prepared.size_bytes();
+    prepared.commit(store)?;
     Ok(bytes)
 }
 
@@ -98,6 +165,14 @@ pub fn into_current_generation(stored: &mut StoredState, writes: &mut WriteBatch
 }
 
 fn add_to_current(stored: &mut StoredState, state: &mut WriteBatch) {
+    count_changes(stored, state);
+    state.rename_prefix(
+        &operator_state_prefix(),
+        &generation_prefix(stored.generation),
+    );
+}
+
+fn count_changes(stored: &mut StoredState, state: &WriteBatch) {
     let (puts, deletes) = state.put_and_delete_counts();
     if !state.deleted_prefixes().is_empty() {
         // A full checkpoint replaces what was there: count afresh.
@@ -105,42 +180,38 @@ fn add_to_current(stored: &mut StoredState, state: &mut WriteBatch) {
     }
     stored.counted_entries += puts as u64;
     stored.deleted_since_count += deletes as u64;
-    state.rename_prefix(
-        &operator_state_prefix(),
-        &generation_prefix(stored.generation),
-    );
 }
 
 /// Whether `changes` are many, and at least half as many as the entries
-/// stored (so copying the rest costs no more than writing them).
+/// stored (so copying the rest costs no more than writing them): then
+/// how many entries are stored.
 fn worth_a_new_generation(
     store: &dyn StateStore,
     stored: &mut StoredState,
     changes: usize,
-) -> Result<bool> {
+) -> Result<Option<u64>> {
     if changes < NEW_GENERATION_MIN_CHANGES {
-        return Ok(false);
+        return Ok(None);
     }
     let changes = changes as u64;
     if stored.fewest_entries() > changes * 2 {
-        return Ok(false);
+        return Ok(None);
     }
     let prefix = generation_prefix(stored.generation);
     let entries = store.stored_size(&prefix, &prefix_end(&prefix))?.entries;
     *stored = StoredState::counted(stored.generation, entries);
-    Ok(entries <= changes * 2)
+    Ok((entries <= changes * 2).then_some(entries))
 }
 
 /// Stages every entry of generation `from` into `to`, except those under
-/// `skipped` (prefixes the checkpoint deletes); returns how many.
-fn copy_generation(store: &dyn StateStore, from: u64, to: u64, skipped: &[&[u8]]) -> Result<u64> {
+/// `skipped` (prefixes the checkpoint deletes).
+fn copy_generation(store: &dyn StateStore, from: u64, to: u64, skipped: &[&[u8]]) -> Result<()> {
     let source = generation_prefix(from);
     let target = generation_prefix(to);
     let skipped: Vec<Vec<u8>> = skipped
         .iter()
         .map(|prefix| in_generation(prefix, from))
         .collect();
-    let mut copied = 0;
     let mut piece = WriteBatch::new();
     for entry in store.scan_range(&source, &prefix_end(&source)) {
         let (key, value) = entry?;
@@ -148,13 +219,11 @@ fn copy_generation(store: &dyn StateStore, from: u64, to: u64, skipped: &[&[u8]]
             continue;
         }
         piece.put([target.as_slice(), &key[source.len()..]].concat(), value);
-        copied += 1;
         if piece.len() >= PIECE_KEYS {
             store.stage(std::mem::take(&mut piece))?;
         }
     }
-    store.stage(piece)?;
-    Ok(copied)
+    store.stage(piece)
 }
 
 /// Deletes every key under `prefix`, a piece at a time (not atomically).

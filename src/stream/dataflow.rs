@@ -401,9 +401,24 @@ pub fn source_messages(
     Ok(messages)
 }
 
-/// The dataflow shared by the engine and every table's writer.
+/// The dataflow shared by the engine and every table's writer, and the
+/// order in which checkpoints are committed.
 #[derive(Clone, Default)]
-pub struct SharedDataflow(Arc<Mutex<Dataflow>>);
+pub struct SharedDataflow {
+    flow: Arc<Mutex<Dataflow>>,
+    commits: Arc<Mutex<CheckpointCommits>>,
+}
+
+/// Held while a checkpoint is committed (without the dataflow lock, so
+/// writers go on). Taken while the dataflow lock is held (never the other
+/// way round): checkpoints commit in the order they were taken, and a DDL
+/// waits for the one being committed.
+#[derive(Debug, Default)]
+pub struct CheckpointCommits {
+    /// A commit failed: state is incremental from the last commit, so no
+    /// later checkpoint may commit before views are rebuilt.
+    pub failed: bool,
+}
 
 impl SharedDataflow {
     /// A dataflow whose big statements spill view changes to `store`.
@@ -412,11 +427,21 @@ impl SharedDataflow {
             spill_store: Some(store),
             ..Dataflow::default()
         };
-        SharedDataflow(Arc::new(Mutex::new(flow)))
+        SharedDataflow {
+            flow: Arc::new(Mutex::new(flow)),
+            commits: Arc::default(),
+        }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Dataflow> {
-        self.0
+        self.flow
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Take it with the dataflow lock held.
+    pub fn lock_commits(&self) -> MutexGuard<'_, CheckpointCommits> {
+        self.commits
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
