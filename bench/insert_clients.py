@@ -110,6 +110,16 @@ def main():
             run(arguments.port, int(clients), arguments.seconds)
             for clients in arguments.clients.split(",")
         ]
+        with psycopg.connect(
+            f"host=127.0.0.1 port={arguments.port} user=weir dbname=weir", autocommit=True
+        ) as connection:
+            # The last 100 checkpoints: how long writers waited for each
+            # (the snapshot) and how long each took until durable.
+            checkpoints = connection.execute(
+                "SELECT count(*), max(writers_blocked_us), "
+                "percentile_cont(0.99) WITHIN GROUP (ORDER BY writers_blocked_us), "
+                "max(duration_us) FROM weir_catalog.checkpoints"
+            ).fetchone()
     finally:
         server.terminate()
         server.wait()
@@ -119,6 +129,11 @@ def main():
     print("|" + "---|" * len(keys))
     for result in results:
         print("| " + " | ".join(str(result[key]) for key in keys) + " |")
+    count, blocked_max, blocked_p99, duration_max = checkpoints
+    print(
+        f"checkpoints (last {count}): writers blocked max {blocked_max} us, "
+        f"p99 {blocked_p99:.0f} us; longest until durable {duration_max} us"
+    )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ const KEPT_RECORDS: usize = 100;
 pub struct CheckpointStats {
     pub epoch: u64,
     pub unix_ms: u64,
+    /// From the snapshot (the dataflow lock taken) until durable.
     pub duration_us: u64,
     pub bytes: u64,
     /// Where its operator state is stored (`checkpoint::generation_prefix`).
@@ -65,9 +66,9 @@ impl Engine {
     /// views (the snapshot), not while it is written — unless a barrier
     /// changed view rows, which must be durable before the next write.
     pub fn checkpoint(&self) -> Result<Option<u64>> {
-        let started = Instant::now();
         let store = self.catalog.store().clone();
         let mut flow = self.dataflow.lock();
+        let locked = Instant::now();
         let Some((record, batch)) = flow.checkpoint(unix_ms())? else {
             return Ok(None);
         };
@@ -91,10 +92,10 @@ impl Engine {
                 flow.mark_broken();
             })?;
             flow.publish();
-            blocked_us = started.elapsed().as_micros() as u64;
+            blocked_us = locked.elapsed().as_micros() as u64;
             drop(flow);
         } else {
-            blocked_us = started.elapsed().as_micros() as u64;
+            blocked_us = locked.elapsed().as_micros() as u64;
             drop(flow);
             if let Err(error) = prepared.commit(&*store) {
                 commits.failed = true;
@@ -107,7 +108,7 @@ impl Engine {
         self.record_checkpoint(CheckpointStats {
             epoch,
             unix_ms: unix_ms(),
-            duration_us: started.elapsed().as_micros() as u64,
+            duration_us: locked.elapsed().as_micros() as u64,
             bytes,
             generation,
             writers_blocked_us: blocked_us,
