@@ -10,14 +10,15 @@ mod planning;
 mod results;
 mod settings;
 mod utility;
+mod writes;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
-use datafusion::physical_plan::{collect, execute_stream};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::execute_stream;
 use datafusion::sql::sqlparser::ast;
 
 use crate::catalog::table::{CommitGate, TableLog};
@@ -325,78 +326,6 @@ impl Session {
         ))
     }
 
-    async fn execute_dml(&self, dml: DmlStatement) -> Result<Outcome> {
-        if !matches!(dml.op, WriteOp::Insert(_)) {
-            return Err(
-                WeirError::unsupported(format!("{} is not supported", dml.op.name()))
-                    .with_hint("weir tables are append-only: INSERT or COPY rows into them."),
-            );
-        }
-        let state = self.planning_state(Purpose::Writes)?;
-        let rows = match insert_values::values_insert(&dml, &state)? {
-            Some((table, rows)) => {
-                let gate = self.gate.clone();
-                let write = async move { table.append(vec![rows], Some(gate.as_ref())).await };
-                self.run_write(write).await?
-            }
-            None => {
-                let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
-                let write = collect(physical, self.task_context(Purpose::Writes)?);
-                count_of(&self.run_write(write).await?)
-            }
-        };
-        self.note_write(rows);
-        Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
-    }
-
-    /// Runs a write under `statement_timeout`; a failed one gets the views
-    /// rebuilt.
-    async fn run_write<T, E: Into<WeirError>>(
-        &self,
-        write: impl std::future::Future<Output = std::result::Result<T, E>>,
-    ) -> Result<T> {
-        let timeout = self.settings().statement_timeout()?;
-        let outcome = match timeout {
-            Some(limit) => self.within_timeout(write, limit).await,
-            None => write.await.map_err(Into::into),
-        };
-        if outcome.is_err() {
-            self.engine.repair_views().await;
-        }
-        outcome
-    }
-
-    /// Runs a write, cancelling it at `limit` unless it is already
-    /// committing (it then finishes and counts as done).
-    async fn within_timeout<T, E: Into<WeirError>>(
-        &self,
-        write: impl std::future::Future<Output = std::result::Result<T, E>>,
-        limit: std::time::Duration,
-    ) -> Result<T> {
-        tokio::pin!(write);
-        tokio::select! {
-            outcome = &mut write => return outcome.map_err(Into::into),
-            () = tokio::time::sleep(limit) => {}
-        }
-        if !self.gate.cancel() {
-            return write.await.map_err(Into::into);
-        }
-        Err(WeirError::new(
-            crate::error::sqlstate::QUERY_CANCELED,
-            "canceling statement due to statement timeout",
-        )
-        .with_hint(
-            "Nothing of the statement was applied. SET statement_timeout = 0 turns the limit off.",
-        ))
-    }
-
-    fn note_write(&self, rows: u64) {
-        let mut transaction = self.transaction();
-        if transaction.open {
-            transaction.rows_written += rows;
-        }
-    }
-
     fn execute_utility(&self, utility: &Utility) -> Result<Outcome> {
         let schema = utility.result_schema();
         match utility {
@@ -576,4 +505,4 @@ fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
 }
 
 use parameters::{coerce_parameters, parameter_types, refuse_unbound, with_parameter_types};
-use results::{count_of, postgres_column_names, rows, with_deadline, with_schema};
+use results::{postgres_column_names, rows, with_deadline, with_schema};
