@@ -66,6 +66,10 @@ impl Engine {
     /// views (the snapshot), not while it is written — unless a barrier
     /// changed view rows, which must be durable before the next write.
     pub fn checkpoint(&self) -> Result<Option<u64>> {
+        let _running = self
+            .checkpoint_running
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let store = self.catalog.store().clone();
         let mut flow = self.dataflow.lock();
         let locked = Instant::now();

@@ -43,6 +43,10 @@ pub struct Engine {
     dataflow: SharedDataflow,
     view_streams: Arc<materialized::ViewStreams>,
     checkpoints: Arc<checkpoint::CheckpointHistory>,
+    /// One checkpoint at a time, taken before the dataflow lock: a second
+    /// one waits here, not holding the dataflow lock while the first is
+    /// written (which would stop writers).
+    checkpoint_running: std::sync::Mutex<()>,
     system_settings: system_settings::SystemSettings,
     /// Held by every statement that changes the catalog (CREATE, DROP), so
     /// concurrent DDL runs one statement at a time: a new view's backfill
@@ -115,6 +119,7 @@ impl Engine {
             dataflow,
             view_streams: Default::default(),
             checkpoints,
+            checkpoint_running: Default::default(),
             system_settings: Default::default(),
             catalog_changes: tokio::sync::Mutex::new(()),
         };
