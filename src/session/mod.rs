@@ -150,19 +150,15 @@ impl Session {
     /// The shared planning state with this session's settings on top, for
     /// a statement starting now.
     fn state(&self) -> Result<Arc<SessionState>> {
-        self.planning_state(Purpose::Queries)
+        Ok(self.planning(Purpose::Queries)?.0)
     }
 
-    fn planning_state(&self, purpose: Purpose) -> Result<Arc<SessionState>> {
+    /// The planning state for a statement starting now, and the task
+    /// context to run its plans with.
+    fn planning(&self, purpose: Purpose) -> Result<(Arc<SessionState>, Arc<TaskContext>)> {
         let settings = self.settings().clone();
         self.planning_cache()
-            .state(purpose, &self.engine, &settings, &self.gate)
-    }
-
-    fn task_context(&self, purpose: Purpose) -> Result<Arc<TaskContext>> {
-        let settings = self.settings().clone();
-        self.planning_cache()
-            .task(purpose, &self.engine, &settings, &self.gate)
+            .get(purpose, &self.engine, &settings, &self.gate)
     }
 
     fn planning_cache(&self) -> MutexGuard<'_, PlanningCache> {
@@ -274,7 +270,7 @@ impl Session {
     }
 
     async fn execute_plan(&self, plan: LogicalPlan, prepared: &Prepared) -> Result<Outcome> {
-        let state = self.state()?;
+        let (state, task) = self.planning(Purpose::Queries)?;
         match plan {
             LogicalPlan::Ddl(ddl) => Ok(Outcome::Done(
                 self.engine
@@ -294,7 +290,7 @@ impl Session {
             .with_hint("Use your driver's prepared statements (the extended query protocol).")),
             query => {
                 let physical = state.create_physical_plan(&query).await?;
-                let batches = execute_stream(physical, self.task_context(Purpose::Queries)?)?;
+                let batches = execute_stream(physical, task)?;
                 let batches = with_schema(batches, prepared.result_schema.clone());
                 Ok(Outcome::Rows(
                     match self.settings().statement_timeout()? {

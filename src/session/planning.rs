@@ -13,7 +13,7 @@ use datafusion::execution::{SessionState, TaskContext};
 use super::Settings;
 use crate::catalog::table::CommitGate;
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Result, WeirError};
 
 /// One planning state and its task context.
 struct Planning {
@@ -75,33 +75,17 @@ pub enum Purpose {
 }
 
 impl PlanningCache {
-    /// The state for a statement starting now, under `settings`.
-    pub fn state(
+    /// The state for a statement starting now, under `settings`, and the
+    /// task context to execute its plans with.
+    pub fn get(
         &mut self,
         purpose: Purpose,
         engine: &Engine,
         settings: &Settings,
         gate: &Arc<CommitGate>,
-    ) -> Result<Arc<SessionState>> {
-        Ok(self
-            .built(engine, settings, gate)?
-            .planning(purpose)
-            .started())
-    }
-
-    /// The task context to execute a plan of that state with.
-    pub fn task(
-        &mut self,
-        purpose: Purpose,
-        engine: &Engine,
-        settings: &Settings,
-        gate: &Arc<CommitGate>,
-    ) -> Result<Arc<TaskContext>> {
-        Ok(self
-            .built(engine, settings, gate)?
-            .planning(purpose)
-            .task
-            .clone())
+    ) -> Result<(Arc<SessionState>, Arc<TaskContext>)> {
+        let planning = self.built(engine, settings, gate)?.planning(purpose);
+        Ok((planning.started(), planning.task.clone()))
     }
 
     fn built(
@@ -114,32 +98,41 @@ impl PlanningCache {
             datafusion: settings.datafusion_options().clone(),
             time_zone: settings.time_zone().map(str::to_string),
         };
-        if self.built.as_ref().is_some_and(|built| built.key != key) {
-            self.built = None;
+        match &mut self.built {
+            Some(built) if built.key == key => {}
+            stale => *stale = Some(Built::new(key, engine, settings, gate)?),
         }
-        if self.built.is_none() {
-            let mut state = engine.state();
-            settings.apply(&mut state)?;
-            // Writes reach the table through DataFusion's sink, which finds
-            // the gate here.
-            state.config_mut().set_extension(gate.clone());
-            let mut write_state = state.clone();
-            write_state
-                .config_mut()
-                .options_mut()
-                .execution
-                .target_partitions = 1;
-            self.built = Some(Built {
-                key,
-                queries: Planning::new(state),
-                writes: Planning::new(write_state),
-            });
-        }
-        Ok(self.built.as_mut().expect("built just now"))
+        self.built
+            .as_mut()
+            .ok_or_else(|| WeirError::internal("no planning state"))
     }
 }
 
 impl Built {
+    fn new(
+        key: PlanningKey,
+        engine: &Engine,
+        settings: &Settings,
+        gate: &Arc<CommitGate>,
+    ) -> Result<Self> {
+        let mut state = engine.state();
+        settings.apply(&mut state)?;
+        // Writes reach the table through DataFusion's sink, which finds the
+        // gate here.
+        state.config_mut().set_extension(gate.clone());
+        let mut write_state = state.clone();
+        write_state
+            .config_mut()
+            .options_mut()
+            .execution
+            .target_partitions = 1;
+        Ok(Built {
+            key,
+            queries: Planning::new(state),
+            writes: Planning::new(write_state),
+        })
+    }
+
     fn planning(&mut self, purpose: Purpose) -> &mut Planning {
         match purpose {
             Purpose::Queries => &mut self.queries,

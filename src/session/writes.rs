@@ -19,7 +19,7 @@ impl Session {
                     .with_hint("weir tables are append-only: INSERT or COPY rows into them."),
             );
         }
-        let state = self.planning_state(Purpose::Writes)?;
+        let (state, task) = self.planning(Purpose::Writes)?;
         let rows = match insert_values::values_insert(&dml, &state)? {
             Some((table, rows)) => {
                 let gate = self.gate.clone();
@@ -28,7 +28,7 @@ impl Session {
             }
             None => {
                 let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
-                let write = collect(physical, self.task_context(Purpose::Writes)?);
+                let write = collect(physical, task);
                 count_of(&self.run_write(write).await?)
             }
         };
