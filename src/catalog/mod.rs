@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
-use table::{AppendObserver, DurableTable, TableLog};
+use table::{AppendObserver, DurableTable, GroupCommitter, TableLog};
 use view_result::{view_rows_prefix, MaterializedViewTable, ViewResult};
 
 /// The database name clients connect to and the one schema it has.
@@ -108,7 +108,8 @@ pub struct Catalog {
     definitions: RwLock<BTreeMap<String, RelationDefinition>>,
     table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
     view_results: RwLock<HashMap<String, Arc<ViewResult>>>,
-    observer: Option<Arc<dyn AppendObserver>>,
+    /// Every table's writes commit through it, in groups.
+    committer: Arc<GroupCommitter>,
     /// The next relation id. Ids are never reused, even after a DROP, and
     /// are taken under this lock, so concurrent DDL never shares one.
     next_id: std::sync::Mutex<u64>,
@@ -153,12 +154,12 @@ impl Catalog {
             .map(|d| d.id.max(d.side_output_id.unwrap_or(0)) + 1)
             .fold(stored_next_id, u64::max);
         Ok(Catalog {
+            committer: GroupCommitter::new(store.clone(), observer),
             store,
             schema,
             definitions: RwLock::new(definitions),
             table_logs: RwLock::new(HashMap::new()),
             view_results: RwLock::new(HashMap::new()),
-            observer,
             next_id: std::sync::Mutex::new(next_id),
         })
     }
@@ -284,8 +285,7 @@ impl Catalog {
             table.schema,
             &table.constraints,
             definition.stream.as_ref(),
-            self.store.clone(),
-            self.observer.clone(),
+            self.committer.clone(),
         )?);
         let provider = DurableTable::new(log.clone(), table.constraints, table.column_defaults);
         self.register(&definition.name, Arc::new(provider))?;

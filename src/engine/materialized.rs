@@ -253,6 +253,10 @@ impl Engine {
     /// After a write failed part-way through the views, brings every view
     /// back to its committed rows and rebuilds its state.
     pub async fn repair_views(&self) {
+        // Every writer of a failed group comes here: one rebuild at a time
+        // (two would restore checkpointed state under each other's live
+        // pipelines), and none while DDL re-plans views.
+        let _catalog = self.lock_catalog().await;
         if !self.dataflow.lock().is_broken() {
             return;
         }

@@ -15,7 +15,7 @@
 //! no channels to size, and nothing to wait for on FLUSH. Partition-parallel
 //! execution behind an exchange is the direction in docs/architecture.md.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::record_batch::RecordBatch;
@@ -36,6 +36,10 @@ pub struct Dataflow {
     /// Set when a push failed part-way: operator state may be ahead of what
     /// was committed, so views must be rebuilt before the next write.
     broken: bool,
+    /// What the views cleared for a rebuild read: writes to these are
+    /// refused until the rebuild is done, as their rows would reach the
+    /// rebuilt operators (by replay) but never the views' stored rows.
+    cleared_inputs: BTreeSet<String>,
     /// Rows of each table pushed through the views so far.
     offsets: BTreeMap<String, u64>,
     epoch: u64,
@@ -71,12 +75,18 @@ impl Dataflow {
     /// Drops every pipeline (to rebuild them); writes stay refused until
     /// `set_repaired`.
     pub fn clear_views(&mut self) {
+        let inputs = self
+            .views
+            .values()
+            .flat_map(|view| view.inputs.iter().cloned());
+        self.cleared_inputs.extend(inputs);
         self.views.clear();
         self.broken = true;
     }
 
     pub fn set_repaired(&mut self) {
         self.broken = false;
+        self.cleared_inputs.clear();
     }
 
     /// A new view's backfill failed: only that view was touched.
@@ -94,9 +104,11 @@ impl Dataflow {
     }
 
     pub fn has_readers(&self, relation: &str) -> bool {
-        self.views
-            .values()
-            .any(|view| view.inputs.iter().any(|input| input == relation))
+        self.cleared_inputs.contains(relation)
+            || self
+                .views
+                .values()
+                .any(|view| view.inputs.iter().any(|input| input == relation))
     }
 
     pub fn set_memory_limit_bytes(&mut self, limit: Option<usize>) {
@@ -450,31 +462,37 @@ impl SharedDataflow {
 impl crate::catalog::table::AppendObserver for SharedDataflow {
     fn append_and_commit(
         &self,
-        table: &str,
-        messages: crate::catalog::table::MessageChunks<'_>,
+        group: &mut dyn crate::catalog::table::WriteGroup,
         commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), crate::catalog::table::GroupFailure> {
+        use crate::catalog::table::GroupFailure;
         let mut flow = self.lock();
-        if !flow.has_readers(table) {
-            return commit(WriteBatch::new());
-        }
         let mut writes = WriteBatch::new();
-        let mut rows = 0;
-        for chunk in messages {
-            let chunk = chunk?;
-            rows += chunk
-                .iter()
-                .map(|message| match message {
-                    Message::Batch(chunk) => chunk.num_rows() as u64,
-                    _ => 0,
-                })
-                .sum::<u64>();
-            writes.extend(flow.push(table, chunk)?);
-            flow.spill_if_large(&mut writes)?;
+        let mut offsets = Vec::with_capacity(group.writes());
+        for write in 0..group.writes() {
+            let failed = |error| GroupFailure {
+                write: Some(write),
+                error,
+            };
+            let table = group.table(write).to_string();
+            if !flow.has_readers(&table) {
+                continue;
+            }
+            let mut rows = 0;
+            while let Some(chunk) = group.next_messages(write) {
+                let chunk = chunk.map_err(failed)?;
+                rows += chunk.iter().map(|m| m.num_rows() as u64).sum::<u64>();
+                writes.extend(flow.push(&table, chunk).map_err(failed)?);
+                flow.spill_if_large(&mut writes).map_err(failed)?;
+            }
+            offsets.push((table, rows));
         }
-        commit(writes)?;
+        let whole = |error| GroupFailure { write: None, error };
+        commit(writes).map_err(whole)?;
         flow.publish();
-        flow.advance_offset(table, rows);
+        for (table, rows) in offsets {
+            flow.advance_offset(&table, rows);
+        }
         Ok(())
     }
 

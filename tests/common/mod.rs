@@ -62,8 +62,13 @@ impl TestServer {
     fn wait_until_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
+            // A connect to a port nobody listens on can pick that same port
+            // as its own and connect to itself (TCP simultaneous open):
+            // only a connection to another socket means the server is up.
+            if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                if stream.local_addr().ok() != stream.peer_addr().ok() {
+                    return;
+                }
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -13,8 +13,8 @@ use datafusion::arrow::array::{ArrayRef, TimestampNanosecondArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::append::messages_once;
-use super::{commit_with_views, TableLog};
+use super::group_commit::{commit_with_views, SingleWrite};
+use super::TableLog;
 use crate::catalog::StreamDefinition;
 use crate::error::{Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
@@ -113,6 +113,8 @@ impl TableLog {
     /// completes in its own task once started.
     pub async fn raise_watermark(self: &Arc<Self>, watermark_ns: i64) -> Result<()> {
         let writer = self.writer.clone().lock_owned().await;
+        // Ticks are logged at the row count: the table's writes must be in.
+        self.quiesce().await;
         let log = self.clone();
         tokio::task::spawn_blocking(move || {
             let Some(current) = &log.watermark else {
@@ -134,17 +136,19 @@ impl TableLog {
                     lock(&log.ticks).insert(offset, watermark_ns);
                 }
             };
-            let observer = log.observer.clone();
+            let mut group = SingleWrite {
+                table: &log.name,
+                messages: Some(messages),
+            };
             let outcome = commit_with_views(
                 &*log.store,
                 write,
-                observer,
-                &log.name,
-                &mut messages_once(messages),
+                log.committer.observer(),
+                &mut group,
                 &mut publish,
             );
             drop(writer);
-            outcome
+            outcome.map_err(|failure| failure.error)
         })
         .await
         .map_err(|error| WeirError::internal(format!("watermark task failed: {error}")))?

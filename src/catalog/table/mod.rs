@@ -28,6 +28,7 @@ mod append;
 mod clock;
 mod commit_gate;
 mod entries;
+mod group_commit;
 mod history;
 mod legacy;
 mod retention;
@@ -37,6 +38,7 @@ pub use append::BulkWrite;
 pub use clock::{ticks_prefix, unix_now_ns};
 pub use commit_gate::CommitGate;
 pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
+pub use group_commit::GroupCommitter;
 pub use history::History;
 
 use super::unique::UniqueIndex;
@@ -44,7 +46,6 @@ use super::StreamDefinition;
 use crate::error::{Result, WeirError};
 use crate::state::{StateStore, WriteBatch};
 use crate::stream::{Message, WatermarkTracker};
-use append::commit_with_views;
 use clock::{load_ticks, Clock};
 use entries::{EntryReader, LogHead};
 
@@ -68,21 +69,35 @@ pub struct DurableTable {
     column_defaults: HashMap<String, Expr>,
 }
 
-/// The rows of a write, read chunk by chunk as the views consume them.
-pub type MessageChunks<'a> = &'a mut dyn Iterator<Item = Result<Vec<Message>>>;
+/// The writes of one commit, in order, each read chunk by chunk as the
+/// views consume them.
+pub trait WriteGroup {
+    fn writes(&self) -> usize;
+    /// The table write `write` goes to.
+    fn table(&self, write: usize) -> &str;
+    /// The next messages of write `write`; None once it has no more.
+    fn next_messages(&mut self, write: usize) -> Option<Result<Vec<Message>>>;
+}
 
-/// Told about every write before it commits, under the table's writer
-/// lock; returns writes (e.g. view changes) to commit atomically with it.
+/// Why a group did not commit: which write failed (None: all of them).
+#[derive(Debug)]
+pub struct GroupFailure {
+    pub write: Option<usize>,
+    pub error: WeirError,
+}
+
+/// Told about every group of writes before it commits; returns writes
+/// (e.g. view changes) to commit atomically with it.
 pub trait AppendObserver: Send + Sync {
-    /// Pushes the write through what observes it and calls `commit` with
-    /// the combined writes while still holding its lock, so a checkpoint
-    /// never sees state or offsets the store does not have.
+    /// Pushes the group's writes, in order, through what observes them and
+    /// calls `commit` with the combined writes while still holding its
+    /// lock, so a checkpoint never sees state or offsets the store does
+    /// not have.
     fn append_and_commit(
         &self,
-        table: &str,
-        messages: MessageChunks<'_>,
+        group: &mut dyn WriteGroup,
         commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
-    ) -> Result<()>;
+    ) -> std::result::Result<(), GroupFailure>;
     /// Something failed part-way: observed state is ahead.
     fn on_commit_failed(&self);
 }
@@ -91,12 +106,17 @@ pub trait AppendObserver: Send + Sync {
 pub struct TableLog {
     id: u64,
     name: String,
-    observer: Option<Arc<dyn AppendObserver>>,
+    committer: Arc<GroupCommitter>,
     schema: SchemaRef,
     store: Arc<dyn StateStore>,
-    /// The lock serialises writers so log order equals the order in which
-    /// rows become visible, and key checks see every earlier write.
-    writer: Arc<tokio::sync::Mutex<Writer>>,
+    /// The lock serialises writers until they are queued to commit, so log
+    /// order equals queue order, and key checks see every earlier write.
+    writer: Arc<tokio::sync::Mutex<()>>,
+    /// The unique-key indexes, with the keys of queued writes.
+    unique: Mutex<Vec<UniqueIndex>>,
+    /// Writes queued or committing, and a wake-up when none are left.
+    in_flight: AtomicU64,
+    drained: tokio::sync::Notify,
     /// Rows committed and visible to queries (the head's row count).
     visible_rows: AtomicU64,
     /// For a table with WATERMARK FOR: its event-time watermark.
@@ -120,11 +140,7 @@ pub struct TableStorage {
 }
 
 /// Holds a table's writes off while a new view reads its history.
-pub struct WritesPaused<'a>(#[allow(dead_code)] tokio::sync::MutexGuard<'a, Writer>);
-
-pub struct Writer {
-    unique: Vec<UniqueIndex>,
-}
+pub struct WritesPaused<'a>(#[allow(dead_code)] tokio::sync::MutexGuard<'a, ()>);
 
 impl fmt::Debug for TableLog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -159,9 +175,9 @@ impl TableLog {
         schema: SchemaRef,
         constraints: &Constraints,
         stream: Option<&StreamDefinition>,
-        store: Arc<dyn StateStore>,
-        observer: Option<Arc<dyn AppendObserver>>,
+        committer: Arc<GroupCommitter>,
     ) -> Result<Self> {
+        let store = committer.store().clone();
         let mut tracker = watermark_tracker(stream, &schema)?;
         let head = match entries::load_head(&*store, id)? {
             Some(head) => head,
@@ -196,10 +212,13 @@ impl TableLog {
         Ok(TableLog {
             id,
             name: name.to_string(),
-            observer,
+            committer,
             schema,
             store,
-            writer: Arc::new(tokio::sync::Mutex::new(Writer { unique })),
+            writer: Arc::new(tokio::sync::Mutex::new(())),
+            unique: Mutex::new(unique),
+            in_flight: AtomicU64::new(0),
+            drained: tokio::sync::Notify::new(),
             visible_rows: AtomicU64::new(head.rows),
             watermark: tracker.map(Mutex::new),
             clock: clock.map(Mutex::new),
@@ -233,10 +252,12 @@ impl TableLog {
         &self.name
     }
 
-    /// Waits for the current write to finish and blocks new ones until the
-    /// guard is dropped.
+    /// Waits for the table's writes to finish and blocks new ones until
+    /// the guard is dropped.
     pub async fn pause_writes(&self) -> WritesPaused<'_> {
-        WritesPaused(self.writer.lock().await)
+        let writer = self.writer.lock().await;
+        self.quiesce().await;
+        WritesPaused(writer)
     }
 
     /// Every stored row as the messages a live append would have produced

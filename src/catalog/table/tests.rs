@@ -58,8 +58,7 @@ fn plain(id: u64, store: &Arc<dyn StateStore>) -> Arc<TableLog> {
             schema(),
             &Constraints::default(),
             None,
-            store.clone(),
-            None,
+            GroupCommitter::new(store.clone(), None),
         )
         .unwrap(),
     )
@@ -159,8 +158,7 @@ async fn raised_watermarks_are_logged_and_replayed_where_they_happened() {
                 schema.clone(),
                 &constraints,
                 Some(&stream),
-                store.clone(),
-                None,
+                GroupCommitter::new(store.clone(), None),
             )
             .unwrap(),
         )
@@ -303,8 +301,7 @@ async fn expired_entries_are_deleted_up_to_the_covered_rows() {
             schema.clone(),
             &Constraints::default(),
             Some(&stream),
-            store.clone(),
-            None,
+            GroupCommitter::new(store.clone(), None),
         )
         .unwrap(),
     );
@@ -337,4 +334,54 @@ async fn expired_entries_are_deleted_up_to_the_covered_rows() {
     };
     assert_eq!(first.watermarks.as_ref().unwrap().value(0), 2 * SECOND + 1);
     assert_eq!(log.row_count(), 10, "offsets stay absolute");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writes_share_commits_keep_their_order_and_wait_for_a_spilling_write() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let log = plain(9, &store);
+    let writers = (0..8i64).map(|writer| {
+        let log = log.clone();
+        tokio::spawn(async move {
+            for sequence in 0..40 {
+                let id = writer * 1_000 + sequence;
+                log.append(vec![batch(&[id], &["w"])], None).await.unwrap();
+            }
+        })
+    });
+    let writers: Vec<_> = writers.collect();
+    // A write too big for memory spills in the middle of the small ones.
+    let many = (0..append::SPILL_ROWS as i64 + 3)
+        .map(|row| -1 - row)
+        .collect::<Vec<_>>();
+    let mut big = BulkWrite::begin(log.clone()).await;
+    big.add(batch(&many, &vec!["b"; many.len()])).unwrap();
+    big.commit(None).await.unwrap();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let stored = ids(&plain(9, &store));
+    assert_eq!(stored, ids(&log));
+    assert_eq!(stored.len(), 8 * 40 + many.len());
+    let big_at = stored.iter().position(|id| *id == -1).unwrap();
+    assert_eq!(
+        &stored[big_at..big_at + many.len()],
+        &many[..],
+        "in one piece"
+    );
+    for writer in 0..8 {
+        let own: Vec<i64> = stored
+            .iter()
+            .copied()
+            .filter(|id| (writer * 1_000..writer * 1_000 + 1_000).contains(id))
+            .collect();
+        assert_eq!(
+            own,
+            (writer * 1_000..writer * 1_000 + 40).collect::<Vec<_>>()
+        );
+    }
+    let (groups, writes) = log.committer.committed();
+    assert_eq!(writes, 8 * 40 + 1);
+    assert!(groups < writes, "{writes} writes in {groups} commits");
 }

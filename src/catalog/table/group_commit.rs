@@ -1,0 +1,467 @@
+//! Group commit. Writes from concurrent statements, to one table or many,
+//! wait in one queue; one committer at a time takes everything queued,
+//! places each write's rows after the rows queued before it, runs them
+//! through the views in queue order and commits the lot in one atomic,
+//! durable store commit: one fsync for the group instead of one per
+//! statement. A write's rows become visible, and its statement is
+//! acknowledged, once its group is durable.
+//!
+//! A group is all or nothing: when one write fails in the views nothing
+//! of the group is applied; that write gets its error and the others a
+//! retryable one (40001), as writes arriving while views are rebuilt do.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::OwnedRow;
+use tokio::sync::oneshot;
+
+use super::entries::{self, encode_entry, encode_head, entry_key, head_key, EntryReader};
+use super::{AppendObserver, GroupFailure, TableLog, WriteGroup, ROWS_PER_ENTRY};
+use crate::error::{Result, WeirError};
+use crate::state::{StateStore, WriteBatch};
+use crate::stream::dataflow::source_messages;
+use crate::stream::{Message, WatermarkTracker};
+
+/// The one queue of writes waiting to commit, for every table of a store.
+pub struct GroupCommitter {
+    store: Arc<dyn StateStore>,
+    observer: Option<Arc<dyn AppendObserver>>,
+    queue: Mutex<Queue>,
+    /// Groups committed and the writes in them, since the start.
+    groups: AtomicU64,
+    writes: AtomicU64,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Queued>,
+    /// A committer task is running; it takes what is queued until empty.
+    committing: bool,
+}
+
+struct Queued {
+    write: PreparedWrite,
+    done: oneshot::Sender<Result<()>>,
+}
+
+/// A statement's write, ready to commit.
+pub(super) struct PreparedWrite {
+    pub log: Arc<TableLog>,
+    /// Rows the write already put in the log (a big, exclusive write).
+    pub spilled: Option<Spilled>,
+    /// Rows still in memory: placed after every row queued before them.
+    pub rows: Option<RecordBatch>,
+    /// Keys the write added to the table's unique indexes.
+    pub new_keys: Vec<Vec<OwnedRow>>,
+}
+
+/// Rows a write spilled to the log from `first_row` on, and the table's
+/// event times after them.
+pub(super) struct Spilled {
+    pub first_row: u64,
+    pub rows: u64,
+    pub events: Option<WatermarkTracker>,
+}
+
+impl GroupCommitter {
+    pub fn new(store: Arc<dyn StateStore>, observer: Option<Arc<dyn AppendObserver>>) -> Arc<Self> {
+        Arc::new(GroupCommitter {
+            store,
+            observer,
+            queue: Mutex::new(Queue::default()),
+            groups: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// Groups committed and the writes in them, since the start.
+    pub fn committed(&self) -> (u64, u64) {
+        (
+            self.groups.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        )
+    }
+
+    pub(super) fn observer(&self) -> Option<Arc<dyn AppendObserver>> {
+        self.observer.clone()
+    }
+
+    /// Queues `write`; the receiver says when its group is durable (or
+    /// failed). The write is committed even if nobody waits for it.
+    pub(super) fn enqueue(self: &Arc<Self>, write: PreparedWrite) -> oneshot::Receiver<Result<()>> {
+        let (done, outcome) = oneshot::channel();
+        write.log.in_flight.fetch_add(1, Ordering::AcqRel);
+        let start = {
+            let mut queue = lock(&self.queue);
+            queue.waiting.push(Queued { write, done });
+            !std::mem::replace(&mut queue.committing, true)
+        };
+        if start {
+            let committer = self.clone();
+            tokio::task::spawn_blocking(move || committer.run());
+        }
+        outcome
+    }
+
+    /// Commits groups until nothing is queued.
+    fn run(&self) {
+        loop {
+            let group = {
+                let mut queue = lock(&self.queue);
+                if queue.waiting.is_empty() {
+                    queue.committing = false;
+                    return;
+                }
+                std::mem::take(&mut queue.waiting)
+            };
+            self.commit_group(group);
+        }
+    }
+
+    fn commit_group(&self, group: Vec<Queued>) {
+        let (writes, senders): (Vec<_>, Vec<_>) = group
+            .into_iter()
+            .map(|queued| (queued.write, queued.done))
+            .unzip();
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.apply(&writes))).unwrap_or_else(|_| {
+            Err(GroupFailure {
+                write: None,
+                error: WeirError::internal("a group commit failed unexpectedly"),
+            })
+        });
+        match &outcome {
+            Ok(()) => {
+                self.groups.fetch_add(1, Ordering::Relaxed);
+                self.writes
+                    .fetch_add(writes.len() as u64, Ordering::Relaxed);
+            }
+            Err(_) => writes.iter().for_each(PreparedWrite::forget),
+        }
+        for (index, (write, sender)) in writes.iter().zip(senders).enumerate() {
+            let result = match &outcome {
+                Ok(()) => Ok(()),
+                Err(failure) if failure.write.is_none_or(|failed| failed == index) => {
+                    Err(failure.error.clone())
+                }
+                Err(_) => Err(failed_with_another()),
+            };
+            write.log.write_finished();
+            // The statement may be gone (client closed): its write stands.
+            let _ = sender.send(result);
+        }
+    }
+
+    /// Places, runs through the views and commits one group.
+    fn apply(&self, writes: &[PreparedWrite]) -> std::result::Result<(), GroupFailure> {
+        let mut placement = Placement::default();
+        let mut batch = WriteBatch::new();
+        let mut sources = Vec::with_capacity(writes.len());
+        for (index, write) in writes.iter().enumerate() {
+            let source = placement
+                .place(write, &mut batch)
+                .map_err(|error| GroupFailure {
+                    write: Some(index),
+                    error,
+                })?;
+            sources.push(source);
+        }
+        placement
+            .write_heads(&mut batch)
+            .map_err(|error| GroupFailure { write: None, error })?;
+        let mut group = GroupMessages::new(sources, &placement);
+        let mut publish = || placement.publish();
+        commit_with_views(
+            &*self.store,
+            batch,
+            self.observer.clone(),
+            &mut group,
+            &mut publish,
+        )
+    }
+}
+
+impl PreparedWrite {
+    /// Not committed: forget the spilled rows and the keys it added.
+    pub(super) fn forget(&self) {
+        self.log.forget_write(
+            self.spilled.as_ref().map(|spilled| spilled.first_row),
+            &self.new_keys,
+        );
+    }
+}
+
+fn failed_with_another() -> WeirError {
+    WeirError::new(
+        "40001",
+        "a write committed together with this one failed; nothing of this statement was applied",
+    )
+    .with_hint("Retry the statement.")
+}
+
+/// Where a group's writes go in their tables' logs.
+#[derive(Default)]
+struct Placement {
+    tables: HashMap<u64, Placed>,
+}
+
+/// A table's log as the group has extended it so far.
+struct Placed {
+    log: Arc<TableLog>,
+    rows: u64,
+    events: Option<WatermarkTracker>,
+}
+
+impl Placement {
+    /// Puts the write's in-memory rows after everything before them.
+    fn place(&mut self, write: &PreparedWrite, batch: &mut WriteBatch) -> Result<WriteSource> {
+        let log = &write.log;
+        let placed = self.tables.entry(log.id).or_insert_with(|| Placed {
+            log: log.clone(),
+            rows: log.row_count(),
+            events: log.visible_tracker(),
+        });
+        let (first_row, spilled_rows) = match &write.spilled {
+            Some(spilled) => {
+                // Spilled writes wait for the table's earlier writes.
+                if spilled.first_row != placed.rows {
+                    return Err(WeirError::internal(format!(
+                        "a write spilled at row {} of {} but its table has {} rows",
+                        spilled.first_row, log.name, placed.rows
+                    )));
+                }
+                placed.events = spilled.events.clone();
+                (spilled.first_row, spilled.rows)
+            }
+            None => (placed.rows, 0),
+        };
+        let at = first_row + spilled_rows;
+        if let Some(rows) = &write.rows {
+            encode_entries(log.id, rows, at, placed.events.as_mut(), batch)?;
+        }
+        let in_memory = write.rows.as_ref().map_or(0, |rows| rows.num_rows() as u64);
+        placed.rows = at + in_memory;
+        let spilled = match spilled_rows {
+            0 => None,
+            _ => Some(EntryReader::new(
+                &*log.store,
+                log.id,
+                log.schema.clone(),
+                None,
+                first_row,
+                at,
+            )?),
+        };
+        Ok(WriteSource {
+            log: log.clone(),
+            spilled,
+            rows: write.rows.clone(),
+        })
+    }
+
+    fn write_heads(&self, batch: &mut WriteBatch) -> Result<()> {
+        for placed in self.tables.values() {
+            let head = placed.log.head_after(placed.rows, placed.events.as_ref());
+            batch.put(head_key(placed.log.id), encode_head(&head)?);
+        }
+        Ok(())
+    }
+
+    /// The group is durable: its rows become visible.
+    fn publish(&self) {
+        for placed in self.tables.values() {
+            placed.log.published(placed.rows, placed.events.clone());
+        }
+    }
+}
+
+/// Appends `rows` as log entries from row `at`, moving `events` along.
+pub(super) fn encode_entries(
+    table_id: u64,
+    rows: &RecordBatch,
+    at: u64,
+    mut events: Option<&mut WatermarkTracker>,
+    batch: &mut WriteBatch,
+) -> Result<()> {
+    let mut offset = 0;
+    while offset < rows.num_rows() {
+        let length = ROWS_PER_ENTRY.min(rows.num_rows() - offset);
+        let slice = rows.slice(offset, length);
+        let before = events.as_deref().and_then(WatermarkTracker::max_event_ns);
+        if let Some(events) = events.as_deref_mut() {
+            events.advance(&slice)?;
+        }
+        batch.put_log(
+            entry_key(table_id, at + offset as u64),
+            encode_entry(&slice, before)?,
+        );
+        offset += length;
+    }
+    Ok(())
+}
+
+/// One write's rows as the views read them: spilled entries, then the
+/// rows in memory.
+struct WriteSource {
+    log: Arc<TableLog>,
+    spilled: Option<EntryReader>,
+    rows: Option<RecordBatch>,
+}
+
+/// The group's writes as messages, each row with the watermark it arrives
+/// under (carried from write to write of a table).
+struct GroupMessages {
+    sources: Vec<WriteSource>,
+    trackers: HashMap<u64, Option<WatermarkTracker>>,
+}
+
+impl GroupMessages {
+    fn new(sources: Vec<WriteSource>, placement: &Placement) -> Self {
+        let trackers = placement
+            .tables
+            .iter()
+            .map(|(id, placed)| (*id, placed.log.visible_tracker()))
+            .collect();
+        GroupMessages { sources, trackers }
+    }
+}
+
+impl WriteGroup for GroupMessages {
+    fn writes(&self) -> usize {
+        self.sources.len()
+    }
+
+    fn table(&self, write: usize) -> &str {
+        &self.sources[write].log.name
+    }
+
+    fn next_messages(&mut self, write: usize) -> Option<Result<Vec<Message>>> {
+        let source = &mut self.sources[write];
+        let rows = match source.spilled.as_mut().and_then(Iterator::next) {
+            Some(entry) => entry.map(|entry| entry.rows),
+            None => Ok(source.rows.take()?),
+        };
+        let tracker = self.trackers.get_mut(&source.log.id)?.as_mut();
+        Some(rows.and_then(|rows| source_messages(rows, tracker)))
+    }
+}
+
+/// A single write already in memory (a watermark raise).
+pub(super) struct SingleWrite<'a> {
+    pub table: &'a str,
+    pub messages: Option<Vec<Message>>,
+}
+
+impl WriteGroup for SingleWrite<'_> {
+    fn writes(&self) -> usize {
+        1
+    }
+
+    fn table(&self, _write: usize) -> &str {
+        self.table
+    }
+
+    fn next_messages(&mut self, _write: usize) -> Option<Result<Vec<Message>>> {
+        self.messages.take().map(Ok)
+    }
+}
+
+/// Runs a group through the views reading its tables, then commits its
+/// writes and the views' changes in one atomic, durable batch;
+/// `published` runs once it is durable, while the views' lock is held.
+pub(super) fn commit_with_views(
+    store: &dyn StateStore,
+    mut write: WriteBatch,
+    observer: Option<Arc<dyn AppendObserver>>,
+    group: &mut dyn WriteGroup,
+    published: &mut dyn FnMut(),
+) -> std::result::Result<(), GroupFailure> {
+    let whole = |error| GroupFailure { write: None, error };
+    let Some(observer) = observer else {
+        store.commit(write).map_err(whole)?;
+        published();
+        return Ok(());
+    };
+    let mut commit = |views: WriteBatch| {
+        let mut all = std::mem::take(&mut write);
+        all.extend(views);
+        store.commit(all)?;
+        published();
+        Ok(())
+    };
+    // A bug in an operator must not leave views half-updated unnoticed.
+    catch_unwind(AssertUnwindSafe(|| {
+        observer.append_and_commit(group, &mut commit)
+    }))
+    .unwrap_or_else(|_| {
+        Err(whole(WeirError::internal(
+            "a materialized view failed on this write; views are rebuilt",
+        )))
+    })
+    .inspect_err(|_| observer.on_commit_failed())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl TableLog {
+    /// The table's event-time tracker as of its visible rows.
+    pub(super) fn visible_tracker(&self) -> Option<WatermarkTracker> {
+        self.watermark.as_ref().map(|tracker| lock(tracker).clone())
+    }
+
+    /// A group made rows up to `rows` durable: queries and later writes
+    /// see them.
+    fn published(&self, rows: u64, events: Option<WatermarkTracker>) {
+        self.visible_rows.store(rows, Ordering::Release);
+        if let (Some(current), Some(next)) = (&self.watermark, events) {
+            *lock(current) = next;
+        }
+        self.rows_arrived();
+    }
+
+    /// A queued write is done (committed or not).
+    fn write_finished(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Waits until no write of this table is queued or committing. With
+    /// the writer lock held, none can start either: the table is quiet.
+    pub(super) async fn quiesce(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// Takes back an uncommitted write: its spilled rows (from
+    /// `spilled_from`) and the keys it added.
+    pub(super) fn forget_write(&self, spilled_from: Option<u64>, new_keys: &[Vec<OwnedRow>]) {
+        if let Some(first_row) = spilled_from {
+            if let Err(error) = entries::delete_from(&*self.store, self.id, first_row) {
+                // Harmless: the head never moved past them; the next open
+                // or write replaces them.
+                tracing::warn!(%error.message, "spilled rows of a failed write were not deleted");
+            }
+        }
+        let mut unique = lock(&self.unique);
+        for (index, keys) in unique.iter_mut().zip(new_keys) {
+            index.remove(keys);
+        }
+    }
+}
