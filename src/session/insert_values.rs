@@ -90,7 +90,7 @@ pub fn values_insert(
 }
 
 /// Subqueries and unbound parameters need the general path.
-fn needs_a_plan(expr: &Expr) -> bool {
+pub(super) fn needs_a_plan(expr: &Expr) -> bool {
     expr.exists(|expr| {
         Ok(matches!(
             expr,
@@ -150,7 +150,7 @@ fn evaluate(
     Ok(physical.evaluate(rows)?.into_array(rows.num_rows())?)
 }
 
-fn batch(
+pub(super) fn batch(
     schema: datafusion::arrow::datatypes::SchemaRef,
     columns: Vec<ArrayRef>,
     rows: usize,

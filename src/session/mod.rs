@@ -4,6 +4,7 @@
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
 mod copy;
+mod insert_template;
 mod insert_values;
 mod parameters;
 mod planning;
@@ -62,6 +63,8 @@ pub struct Prepared {
     pub result_schema: SchemaRef,
     /// WATERMARK / APPEND ONLY of a CREATE TABLE.
     pub stream_options: Option<sql::StreamOptions>,
+    /// An INSERT … VALUES with parameters, compiled on first execution.
+    insert_template: Arc<insert_template::TemplateCache>,
 }
 
 impl Prepared {
@@ -72,6 +75,7 @@ impl Prepared {
             action: Action::Utility(utility),
             parameter_types: Vec::new(),
             stream_options: None,
+            insert_template: Default::default(),
         }
     }
 }
@@ -209,6 +213,7 @@ impl Session {
                     parameter_types: Vec::new(),
                     result_schema: Arc::new(Schema::new(fields)),
                     stream_options: None,
+                    insert_template: Default::default(),
                 });
             }
         };
@@ -232,6 +237,7 @@ impl Session {
             result_schema,
             action: Action::Plan(Box::new(plan)),
             stream_options,
+            insert_template: Default::default(),
         })
     }
 
@@ -255,6 +261,13 @@ impl Session {
             Action::Plan(plan) => {
                 let plan = match parameters {
                     _ if prepared.parameter_types.is_empty() => plan.as_ref().clone(),
+                    Some(values) if matches!(plan.as_ref(), LogicalPlan::Dml(_)) => {
+                        if let Some(done) = self.insert_prepared(prepared, plan, values).await? {
+                            return Ok(done);
+                        }
+                        let values = coerce_parameters(values, &prepared.parameter_types)?;
+                        plan.as_ref().clone().replace_params_with_values(&values)?
+                    }
                     Some(values) => {
                         let values = coerce_parameters(values, &prepared.parameter_types)?;
                         plan.as_ref().clone().replace_params_with_values(&values)?

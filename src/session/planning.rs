@@ -59,6 +59,9 @@ struct PlanningKey {
 #[derive(Default)]
 pub struct PlanningCache {
     built: Option<Built>,
+    /// Counts rebuilds: what was compiled under another generation (a
+    /// prepared INSERT's template) is stale.
+    generation: u64,
 }
 
 struct Built {
@@ -88,6 +91,10 @@ impl PlanningCache {
         Ok((planning.started(), planning.task.clone()))
     }
 
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     fn built(
         &mut self,
         engine: &Engine,
@@ -100,7 +107,10 @@ impl PlanningCache {
         };
         match &mut self.built {
             Some(built) if built.key == key => {}
-            stale => *stale = Some(Built::new(key, engine, settings, gate)?),
+            stale => {
+                *stale = Some(Built::new(key, engine, settings, gate)?);
+                self.generation += 1;
+            }
         }
         self.built
             .as_mut()

@@ -1,13 +1,20 @@
-//! A session's writes: INSERT (a VALUES list directly, anything else
-//! through DataFusion's plan), under `statement_timeout`, with the views
+//! A session's writes: INSERT (a prepared VALUES list through its
+//! compiled template, any VALUES list directly, anything else through
+//! DataFusion's plan), under `statement_timeout`, with the views
 //! rebuilt when a write fails.
 
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ParamValues;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::collect;
 
+use super::insert_template::InsertTemplate;
 use super::planning::Purpose;
 use super::results::count_of;
-use super::{insert_values, Outcome, Session};
+use super::{insert_values, Outcome, Prepared, Session};
+use crate::catalog::table::TableLog;
 use crate::engine::CommandDone;
 use crate::error::{Result, WeirError};
 
@@ -20,18 +27,44 @@ impl Session {
             );
         }
         let (state, task) = self.planning(Purpose::Writes)?;
-        let rows = match insert_values::values_insert(&dml, &state)? {
-            Some((table, rows)) => {
-                let gate = self.gate.clone();
-                let write = async move { table.append(vec![rows], Some(gate.as_ref())).await };
-                self.run_write(write).await?
-            }
-            None => {
-                let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
-                let write = collect(physical, task);
-                count_of(&self.run_write(write).await?)
-            }
+        if let Some((table, rows)) = insert_values::values_insert(&dml, &state)? {
+            return self.insert_rows(table, rows).await;
+        }
+        let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
+        let write = collect(physical, task);
+        let rows = count_of(&self.run_write(write).await?);
+        self.note_write(rows);
+        Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
+    }
+
+    /// A prepared INSERT … VALUES through its compiled template; None when
+    /// the statement does not compile to one.
+    pub(super) async fn insert_prepared(
+        &self,
+        prepared: &Prepared,
+        plan: &LogicalPlan,
+        values: &ParamValues,
+    ) -> Result<Option<Outcome>> {
+        let LogicalPlan::Dml(dml) = plan else {
+            return Ok(None);
         };
+        let (state, _) = self.planning(Purpose::Writes)?;
+        let generation = self.planning_cache().generation();
+        let compile = || InsertTemplate::compile(dml, &state, &prepared.parameter_types);
+        let template = prepared.insert_template.get(generation, compile)?;
+        let Some(template) = template.filter(|template| template.fits(values)) else {
+            return Ok(None);
+        };
+        let rows = template.rows(values)?;
+        Ok(Some(
+            self.insert_rows(template.table().clone(), rows).await?,
+        ))
+    }
+
+    async fn insert_rows(&self, table: Arc<TableLog>, rows: RecordBatch) -> Result<Outcome> {
+        let gate = self.gate.clone();
+        let write = async move { table.append(vec![rows], Some(gate.as_ref())).await };
+        let rows = self.run_write(write).await?;
         self.note_write(rows);
         Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
     }

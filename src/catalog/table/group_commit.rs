@@ -15,8 +15,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::OwnedRow;
+use datafusion::common::DataFusionError;
 use tokio::sync::oneshot;
 
 use super::entries::{self, encode_entry, encode_head, entry_key, head_key, EntryReader};
@@ -174,7 +176,7 @@ impl GroupCommitter {
             sources.push(source);
         }
         placement
-            .write_heads(&mut batch)
+            .finish(&mut batch)
             .map_err(|error| GroupFailure { write: None, error })?;
         let mut group = GroupMessages::new(sources, &placement);
         let mut publish = || placement.publish();
@@ -217,6 +219,29 @@ struct Placed {
     log: Arc<TableLog>,
     rows: u64,
     events: Option<WatermarkTracker>,
+    /// In-memory rows placed but not yet encoded: consecutive small writes
+    /// share log entries (one entry, one compression, for many one-row
+    /// INSERTs), starting at `unencoded_at`.
+    unencoded: Vec<RecordBatch>,
+    unencoded_at: u64,
+}
+
+impl Placed {
+    fn encode(&mut self, batch: &mut WriteBatch) -> Result<()> {
+        if self.unencoded.is_empty() {
+            return Ok(());
+        }
+        let rows = concat_batches(&self.log.schema, &self.unencoded)
+            .map_err(|error| WeirError::from(DataFusionError::from(error)))?;
+        self.unencoded.clear();
+        encode_entries(
+            self.log.id,
+            &rows,
+            self.unencoded_at,
+            self.events.as_mut(),
+            batch,
+        )
+    }
 }
 
 impl Placement {
@@ -227,9 +252,12 @@ impl Placement {
             log: log.clone(),
             rows: log.row_count(),
             events: log.visible_tracker(),
+            unencoded: Vec::new(),
+            unencoded_at: 0,
         });
         let (first_row, spilled_rows) = match &write.spilled {
             Some(spilled) => {
+                placed.encode(batch)?;
                 // Spilled writes wait for the table's earlier writes.
                 if spilled.first_row != placed.rows {
                     return Err(WeirError::internal(format!(
@@ -244,7 +272,10 @@ impl Placement {
         };
         let at = first_row + spilled_rows;
         if let Some(rows) = &write.rows {
-            encode_entries(log.id, rows, at, placed.events.as_mut(), batch)?;
+            if placed.unencoded.is_empty() {
+                placed.unencoded_at = at;
+            }
+            placed.unencoded.push(rows.clone());
         }
         let in_memory = write.rows.as_ref().map_or(0, |rows| rows.num_rows() as u64);
         placed.rows = at + in_memory;
@@ -266,8 +297,10 @@ impl Placement {
         })
     }
 
-    fn write_heads(&self, batch: &mut WriteBatch) -> Result<()> {
-        for placed in self.tables.values() {
+    /// The rest of the entries, and each table's new head.
+    fn finish(&mut self, batch: &mut WriteBatch) -> Result<()> {
+        for placed in self.tables.values_mut() {
+            placed.encode(batch)?;
             let head = placed.log.head_after(placed.rows, placed.events.as_ref());
             batch.put(head_key(placed.log.id), encode_head(&head)?);
         }

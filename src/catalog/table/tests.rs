@@ -384,4 +384,10 @@ async fn concurrent_writes_share_commits_keep_their_order_and_wait_for_a_spillin
     let (groups, writes) = log.committer.committed();
     assert_eq!(writes, 8 * 40 + 1);
     assert!(groups < writes, "{writes} writes in {groups} commits");
+    let entries = store.scan_prefix(&entries_prefix(9)).unwrap().len();
+    let big_entries = many.len().div_ceil(ROWS_PER_ENTRY);
+    assert!(
+        entries - big_entries < 8 * 40,
+        "one-row writes share entries"
+    );
 }
