@@ -88,9 +88,7 @@ impl Engine {
                 self.create_table(state, create, sql, stream).await
             }
             DdlStatement::CreateView(create) => self.create_view(create, sql),
-            DdlStatement::DropTable(drop) => {
-                self.drop_relation(&drop.name, drop.if_exists, RelationKind::Table)
-            }
+            DdlStatement::DropTable(drop) => self.drop_table(&drop.name, drop.if_exists).await,
             DdlStatement::DropView(drop) => {
                 self.drop_relation(&drop.name, drop.if_exists, RelationKind::View)
             }
@@ -166,6 +164,22 @@ impl Engine {
         self.catalog
             .create_view(&name, sql, create.input.as_ref().clone())?;
         Ok(CommandDone::new("CREATE VIEW"))
+    }
+
+    /// DROP TABLE once the table's queued writes are in; writes waiting
+    /// for it fail with 42P01 instead of writing rows nobody can read.
+    async fn drop_table(&self, reference: &TableReference, if_exists: bool) -> Result<CommandDone> {
+        let log = self.catalog.table(&relation_name(reference)?);
+        let paused = match &log {
+            Some(log) => Some(log.pause_writes().await),
+            None => None,
+        };
+        let done = self.drop_relation(reference, if_exists, RelationKind::Table)?;
+        if let Some(log) = &log {
+            log.mark_dropped();
+        }
+        drop(paused);
+        Ok(done)
     }
 
     fn drop_relation(

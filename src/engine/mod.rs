@@ -328,4 +328,34 @@ mod tests {
         let (reopened, _) = Engine::reopen(directory.path(), timeout).await.unwrap();
         assert_eq!(reopened.catalog().view_result("v").unwrap().row_count(), 1);
     }
+
+    /// A checkpoint writes its batch holding only the checkpoint-commit
+    /// lock (`lock_commits`), not the dataflow lock: held here as a commit
+    /// that never ends, writes into the views' tables still complete.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(clippy::await_holding_lock)] // the point: a commit in progress
+    async fn writes_complete_while_a_checkpoint_is_being_written() {
+        let directory = tempfile::tempdir().unwrap();
+        let engine = Engine::open(directory.path()).await.unwrap();
+        let session = crate::session::Session::new(engine.clone());
+        let run = |sql: &'static str| {
+            let session = &session;
+            async move {
+                let statement = session.parse(sql).unwrap().remove(0);
+                let prepared = session.prepare(statement).await.unwrap();
+                session.execute(&prepared, None).await.unwrap();
+            }
+        };
+        run("CREATE TABLE t (k BIGINT, ts TIMESTAMP, WATERMARK FOR ts) APPEND ONLY").await;
+        run("CREATE MATERIALIZED VIEW v AS SELECT k, count(*) AS n FROM t GROUP BY k").await;
+        let writing = engine.dataflow.lock_commits();
+        let insert =
+            run("INSERT INTO t VALUES (1, '2026-01-01 00:00:00'), (2, '2026-01-01 00:00:01')");
+        tokio::time::timeout(std::time::Duration::from_secs(20), insert)
+            .await
+            .expect("the INSERT waited for the checkpoint being written");
+        drop(writing);
+        assert_eq!(engine.catalog().view_result("v").unwrap().row_count(), 2);
+        assert!(engine.checkpoint().unwrap().is_some());
+    }
 }

@@ -169,6 +169,7 @@ impl BulkWrite {
         if total == 0 {
             return Ok(0);
         }
+        self.log.check_not_dropped()?;
         if let Some(gate) = gate {
             gate.begin_commit()?;
         }

@@ -115,6 +115,9 @@ impl TableLog {
         let writer = self.writer.clone().lock_owned().await;
         // Ticks are logged at the row count: the table's writes must be in.
         self.quiesce().await;
+        if self.dropped.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
         let log = self.clone();
         tokio::task::spawn_blocking(move || {
             let Some(current) = &log.watermark else {

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -114,6 +114,9 @@ pub struct TableLog {
     writer: Arc<tokio::sync::Mutex<()>>,
     /// The unique-key indexes, with the keys of queued writes.
     unique: Mutex<Vec<UniqueIndex>>,
+    /// DROP TABLE ran: a write that was waiting for the writer lock fails
+    /// instead of writing rows nobody can read.
+    dropped: AtomicBool,
     /// Writes queued or committing, and a wake-up when none are left.
     in_flight: AtomicU64,
     drained: tokio::sync::Notify,
@@ -217,6 +220,7 @@ impl TableLog {
             store,
             writer: Arc::new(tokio::sync::Mutex::new(())),
             unique: Mutex::new(unique),
+            dropped: AtomicBool::new(false),
             in_flight: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
             visible_rows: AtomicU64::new(head.rows),
@@ -250,6 +254,19 @@ impl TableLog {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The table was dropped (call with its writes paused): later writes
+    /// fail with 42P01.
+    pub fn mark_dropped(&self) {
+        self.dropped.store(true, Ordering::Release);
+    }
+
+    fn check_not_dropped(&self) -> Result<()> {
+        match self.dropped.load(Ordering::Acquire) {
+            true => Err(WeirError::undefined_table(&self.name)),
+            false => Ok(()),
+        }
     }
 
     /// Waits for the table's writes to finish and blocks new ones until

@@ -391,3 +391,18 @@ async fn concurrent_writes_share_commits_keep_their_order_and_wait_for_a_spillin
         "one-row writes share entries"
     );
 }
+
+#[tokio::test]
+async fn a_write_to_a_dropped_table_fails_and_writes_nothing() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let log = plain(10, &store);
+    log.append(vec![batch(&[1], &["a"])], None).await.unwrap();
+    log.mark_dropped();
+    let error = log
+        .append(vec![batch(&[2], &["b"])], None)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, "42P01");
+    assert_eq!(ids(&plain(10, &store)), vec![1]);
+}
