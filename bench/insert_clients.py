@@ -4,7 +4,9 @@
 Starts a weir server on a fresh data directory, creates a watermarked table
 with a keyed TUMBLE view over it, and has 1, 8 and 32 clients (threads, one
 psycopg connection each, autocommit) insert one row per statement for a fixed
-time. Prints statements per second and latency percentiles per client count.
+time. Prints statements and rows per second and latency percentiles per
+client count. `--rows-per-insert N` makes each statement a VALUES list of N
+rows.
 
     python3 bench/insert_clients.py --weir target/release/weir [--seconds 10]
 """
@@ -27,6 +29,12 @@ SETUP = [
     "GROUP BY auction, window_start EMIT ON WINDOW CLOSE",
 ]
 INSERT = "INSERT INTO bid VALUES (%s, %s, %s, to_timestamp_millis(%s::bigint))"
+TUPLE = "(%s, %s, %s, to_timestamp_millis(%s::bigint))"
+
+
+def insert_sql(rows_per_insert):
+    """One statement of `rows_per_insert` rows (a multi-row VALUES list)."""
+    return "INSERT INTO bid VALUES " + ", ".join([TUPLE] * rows_per_insert)
 
 
 def start(weir, port, data_dir):
@@ -45,30 +53,37 @@ def start(weir, port, data_dir):
     raise RuntimeError("weir did not start")
 
 
-def client(port, index, stop_at, latencies, counter):
+def client(port, index, stop_at, latencies, counter, rows_per_insert=1):
     connection = psycopg.connect(
         f"host=127.0.0.1 port={port} user=weir dbname=weir", autocommit=True
     )
     cursor = connection.cursor()
+    sql = insert_sql(rows_per_insert)
     row = 0
     base_ms = 1_767_225_600_000
     own = []
     while time.monotonic() < stop_at:
         started = time.perf_counter()
         # Event time follows the wall clock, so windows close as it runs.
-        cursor.execute(INSERT, (row % 1000, index, row, base_ms + int(time.time() * 1000) % 86_400_000))
+        at = base_ms + int(time.time() * 1000) % 86_400_000
+        values = []
+        for offset in range(rows_per_insert):
+            values += [(row + offset) % 1000, index, row + offset, at]
+        cursor.execute(sql, values)
         own.append(time.perf_counter() - started)
-        row += 1
+        row += rows_per_insert
     latencies.extend(own)
     counter.append(row)
     connection.close()
 
 
-def run(port, clients, seconds):
+def run(port, clients, seconds, rows_per_insert=1):
     latencies, counts = [], []
     stop_at = time.monotonic() + seconds
     threads = [
-        threading.Thread(target=client, args=(port, i, stop_at, latencies, counts))
+        threading.Thread(
+            target=client, args=(port, i, stop_at, latencies, counts, rows_per_insert)
+        )
         for i in range(clients)
     ]
     started = time.monotonic()
@@ -81,8 +96,8 @@ def run(port, clients, seconds):
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
     return {
         "clients": clients,
-        "inserts": sum(counts),
-        "inserts_per_s": round(sum(counts) / elapsed),
+        "statements_per_s": round(len(latencies) / elapsed),
+        "rows_per_s": round(sum(counts) / elapsed),
         "p50_ms": round(pick(0.50), 2),
         "p99_ms": round(pick(0.99), 2),
         "max_ms": round(latencies[-1] * 1000, 2),
@@ -96,6 +111,9 @@ def main():
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--port", type=int, default=5620)
     parser.add_argument("--no-view", action="store_true")
+    parser.add_argument(
+        "--rows-per-insert", type=int, default=1, help="rows in each INSERT's VALUES list"
+    )
     arguments = parser.parse_args()
     work = tempfile.mkdtemp(prefix="weir-inserts-")
     data_dir = os.path.join(work, "data")
@@ -107,7 +125,7 @@ def main():
             for statement in SETUP[: 1 if arguments.no_view else 2]:
                 connection.execute(statement)
         results = [
-            run(arguments.port, int(clients), arguments.seconds)
+            run(arguments.port, int(clients), arguments.seconds, arguments.rows_per_insert)
             for clients in arguments.clients.split(",")
         ]
         with psycopg.connect(

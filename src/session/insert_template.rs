@@ -13,11 +13,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{cast, concat};
-use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, ParamValues};
+use datafusion::common::{Column, DFSchema, ParamValues, ScalarValue};
 use datafusion::datasource::source_as_provider;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::dml::InsertOp;
@@ -67,11 +68,17 @@ impl TemplateCache {
 
 pub struct InsertTemplate {
     log: Arc<TableLog>,
-    parameter_types: Vec<Option<datafusion::arrow::datatypes::DataType>>,
+    parameter_types: Vec<Option<DataType>>,
     /// `$1..$n` as the columns of a one-row batch.
     parameters: SchemaRef,
-    /// Per VALUES row, per column: the value, over the parameters.
+    /// Per VALUES row, per column: the value, over the parameters; with
+    /// `block`, only the first row's, evaluated once over all rows.
     rows: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    /// Every row is the first with its parameters shifted by this many
+    /// (a driver's multi-row VALUES list): the parameters become a batch
+    /// of `row_count` rows and each column one vectorised evaluation.
+    block: Option<usize>,
+    row_count: usize,
     values_schema: SchemaRef,
     /// Projections above the VALUES, innermost first.
     projections: Vec<(Vec<Arc<dyn PhysicalExpr>>, SchemaRef)>,
@@ -85,7 +92,7 @@ impl InsertTemplate {
     pub fn compile(
         dml: &DmlStatement,
         state: &SessionState,
-        parameter_types: &[Option<datafusion::arrow::datatypes::DataType>],
+        parameter_types: &[Option<DataType>],
     ) -> Result<Option<Self>> {
         if dml.op != WriteOp::Insert(InsertOp::Append)
             || parameter_types.iter().any(Option::is_none)
@@ -129,6 +136,11 @@ impl InsertTemplate {
                 )
             })
             .collect();
+        let block = same_shape(&values.values, parameter_types);
+        let fields = match block {
+            Some(width) => fields[..width].to_vec(),
+            None => fields,
+        };
         let parameters = Arc::new(Schema::new(fields));
         let parameter_schema = Arc::new(DFSchema::try_from(parameters.as_ref().clone())?);
         let compile = |expr: &Expr, schema: &Arc<DFSchema>| -> Result<Arc<dyn PhysicalExpr>> {
@@ -139,8 +151,11 @@ impl InsertTemplate {
             let simplified = ExprSimplifier::new(context).simplify(parameters_as_columns(expr)?)?;
             Ok(state.create_physical_expr(simplified, schema)?)
         };
-        let rows = values
-            .values
+        let compiled_rows = match block {
+            Some(_) => &values.values[..1],
+            None => &values.values[..],
+        };
+        let rows = compiled_rows
             .iter()
             .map(|row| {
                 row.iter()
@@ -174,6 +189,8 @@ impl InsertTemplate {
             parameter_types: parameter_types.to_vec(),
             parameters,
             rows,
+            block,
+            row_count: values.values.len(),
             values_schema: Arc::new(values.schema.as_arrow().clone()),
             projections,
             required,
@@ -197,6 +214,25 @@ impl InsertTemplate {
                 "named parameters in an INSERT",
             ));
         };
+        let columns = match self.block {
+            Some(width) => self.evaluate_block(&list, width)?,
+            None => self.evaluate_rows(&list)?,
+        };
+        let mut rows = batch(self.values_schema.clone(), columns, self.row_count)?;
+        for (exprs, schema) in &self.projections {
+            let columns = exprs
+                .iter()
+                .map(|expr| Ok(expr.evaluate(&rows)?.into_array(rows.num_rows())?))
+                .collect::<Result<Vec<_>>>()?;
+            rows = batch(schema.clone(), columns, rows.num_rows())?;
+        }
+        Ok(check_not_null_constraints(rows, &self.required)?)
+    }
+}
+
+impl InsertTemplate {
+    /// Each row's expressions over a one-row batch of all parameters.
+    fn evaluate_rows(&self, list: &[ScalarAndMetadata]) -> Result<Vec<ArrayRef>> {
         let columns = list
             .iter()
             .map(|value| value.value.to_array_of_size(1))
@@ -209,20 +245,83 @@ impl InsertTemplate {
                 .iter()
                 .map(|row| Ok(row[index].evaluate(&parameters)?.into_array(1)?))
                 .collect::<Result<Vec<ArrayRef>>>()?;
-            let pieces: Vec<&dyn datafusion::arrow::array::Array> =
-                values.iter().map(|array| array.as_ref()).collect();
+            let pieces: Vec<&dyn Array> = values.iter().map(|array| array.as_ref()).collect();
             columns.push(cast(&concat(&pieces)?, field.data_type())?);
         }
-        let mut rows = batch(self.values_schema.clone(), columns, self.rows.len())?;
-        for (exprs, schema) in &self.projections {
-            let columns = exprs
-                .iter()
-                .map(|expr| Ok(expr.evaluate(&rows)?.into_array(rows.num_rows())?))
-                .collect::<Result<Vec<_>>>()?;
-            rows = batch(schema.clone(), columns, rows.num_rows())?;
-        }
-        Ok(check_not_null_constraints(rows, &self.required)?)
+        Ok(columns)
     }
+
+    /// The first row's expressions once, over the parameters as a batch of
+    /// one row per VALUES row (`width` parameters each).
+    fn evaluate_block(&self, list: &[ScalarAndMetadata], width: usize) -> Result<Vec<ArrayRef>> {
+        let columns = (0..width)
+            .map(|column| {
+                let values = list.iter().skip(column).step_by(width);
+                ScalarValue::iter_to_array(values.map(|value| value.value.clone()))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let parameters = batch(self.parameters.clone(), columns, self.row_count)?;
+        self.values_schema
+            .fields()
+            .iter()
+            .zip(&self.rows[0])
+            .map(|(field, expr)| {
+                let values = expr.evaluate(&parameters)?.into_array(self.row_count)?;
+                Ok(cast(&values, field.data_type())?)
+            })
+            .collect()
+    }
+}
+
+/// The parameters per row when every VALUES row is the first one with its
+/// parameters shifted (`($1, $2), ($3, $4), …`) and typed alike.
+fn same_shape(rows: &[Vec<Expr>], parameter_types: &[Option<DataType>]) -> Option<usize> {
+    if rows.len() < 2 || parameter_types.len() % rows.len() != 0 {
+        return None;
+    }
+    let width = parameter_types.len() / rows.len();
+    let first = rows[0]
+        .iter()
+        .map(|expr| shifted(expr, 0, width))
+        .collect::<Option<Vec<_>>>()?;
+    for (index, row) in rows.iter().enumerate().skip(1) {
+        for (expr, expected) in row.iter().zip(&first) {
+            if shifted(expr, index * width, width).as_ref() != Some(expected) {
+                return None;
+            }
+        }
+        if parameter_types[index * width..(index + 1) * width] != parameter_types[..width] {
+            return None;
+        }
+    }
+    Some(width)
+}
+
+/// `expr` with `$n` renamed `$(n - by)`; None if a parameter is outside
+/// `by + 1 ..= by + width`.
+fn shifted(expr: &Expr, by: usize, width: usize) -> Option<Expr> {
+    let mut inside = true;
+    let renamed = expr
+        .clone()
+        .transform_up(|expr| match expr {
+            Expr::Placeholder(mut placeholder) => {
+                let number = placeholder
+                    .id
+                    .strip_prefix('$')
+                    .and_then(|n| n.parse::<usize>().ok());
+                match number {
+                    Some(number) if number > by && number <= by + width => {
+                        placeholder.id = format!("${}", number - by);
+                    }
+                    _ => inside = false,
+                }
+                Ok(Transformed::yes(Expr::Placeholder(placeholder)))
+            }
+            other => Ok(Transformed::no(other)),
+        })
+        .ok()?
+        .data;
+    inside.then_some(renamed)
 }
 
 /// `$n` as the column `$n` of the parameters batch.
@@ -409,6 +508,36 @@ mod tests {
                 vec![big(Some(7)), text("hi")],
             ),
             ("(n, i)", "$2, $1", vec![big(Some(9)), big(Some(10))]),
+            (
+                "(i, t, n)",
+                "$1, $2, $3 * 2), ($4, $5, $6 * 2), ($7, $8, $9 * 2",
+                vec![
+                    big(Some(1)),
+                    text("a"),
+                    big(Some(2)),
+                    big(Some(2)),
+                    ScalarValue::Null,
+                    ScalarValue::Null,
+                    big(Some(3)),
+                    text("c"),
+                    big(Some(5)),
+                ],
+            ),
+            (
+                "(i, n)",
+                "$1, $2 * 2), ($3, $4 * 2",
+                vec![
+                    big(Some(1)),
+                    big(Some(2)),
+                    big(Some(2)),
+                    big(Some(i32::MAX as i64)),
+                ],
+            ),
+            (
+                "(i, n)",
+                "$1, $2), (NULL, $4",
+                vec![big(Some(1)), big(Some(2)), big(Some(2)), big(Some(3))],
+            ),
         ];
         for (number, (columns, values, parameters)) in cases.iter().enumerate() {
             let (direct, general) = (format!("direct{number}"), format!("general{number}"));
@@ -456,5 +585,39 @@ mod tests {
         assert!(!compiles("INSERT INTO c (i, ts) VALUES ($1, now())").await);
         assert!(!compiles("INSERT INTO c (i, n) VALUES ($1, (SELECT count(*) FROM c))").await);
         assert!(!compiles("INSERT INTO c (i, d) VALUES ($1, random())").await);
+        let block = |sql: &'static str| {
+            let session = &session;
+            async move {
+                let prepared = session
+                    .prepare(session.parse(sql).unwrap().remove(0))
+                    .await
+                    .unwrap();
+                let crate::session::Action::Plan(plan) = &prepared.action else {
+                    unreachable!("a plan");
+                };
+                let datafusion::logical_expr::LogicalPlan::Dml(dml) = plan.as_ref() else {
+                    unreachable!("an insert");
+                };
+                let (state, _) = session
+                    .planning(crate::session::planning::Purpose::Writes)
+                    .unwrap();
+                super::InsertTemplate::compile(dml, &state, &prepared.parameter_types)
+                    .unwrap()
+                    .and_then(|template| template.block)
+            }
+        };
+        assert_eq!(
+            block("INSERT INTO c (i, n) VALUES ($1, $2), ($3, $4), ($5, $6)").await,
+            Some(2)
+        );
+        assert_eq!(
+            block("INSERT INTO c (i, n) VALUES ($1, $2), ($3, $4 + 1)").await,
+            None
+        );
+        assert_eq!(
+            block("INSERT INTO c (i, n) VALUES ($1, $2), ($4, $3)").await,
+            None
+        );
+        assert_eq!(block("INSERT INTO c (i, n) VALUES ($1, $2)").await, None);
     }
 }
