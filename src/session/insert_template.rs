@@ -23,12 +23,12 @@ use datafusion::datasource::source_as_provider;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::simplify::SimplifyContext;
-use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, Volatility, WriteOp};
+use datafusion::logical_expr::{DmlStatement, Expr, Volatility, WriteOp};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::check_not_null_constraints;
 
-use super::insert_values::{batch, needs_a_plan};
+use super::insert_values::{batch, needs_a_plan, values_under_projections};
 use super::parameters::{bound_type, coerce_parameters};
 use crate::catalog::table::{DurableTable, TableLog};
 use crate::error::Result;
@@ -108,17 +108,8 @@ impl InsertTemplate {
             state.config_options(),
             |_, _| {},
         )?;
-        let mut projections = Vec::new();
-        let mut node = &analyzed;
-        let values = loop {
-            match node {
-                LogicalPlan::Projection(projection) => {
-                    projections.push(projection);
-                    node = projection.input.as_ref();
-                }
-                LogicalPlan::Values(values) => break values,
-                _ => return Ok(None),
-            }
+        let Some((projections, values)) = values_under_projections(&analyzed) else {
+            return Ok(None);
         };
         let varies = |expr: &Expr| needs_a_plan_besides_parameters(expr) || !immutable(expr);
         let projected = projections.iter().flat_map(|projection| &projection.expr);
@@ -406,6 +397,24 @@ mod tests {
         }
     }
 
+    /// The statement's compiled template, if it compiles.
+    async fn template(session: &Session, sql: &str) -> Option<super::InsertTemplate> {
+        let prepared = session
+            .prepare(session.parse(sql).unwrap().remove(0))
+            .await
+            .unwrap();
+        let crate::session::Action::Plan(plan) = &prepared.action else {
+            unreachable!("a plan");
+        };
+        let datafusion::logical_expr::LogicalPlan::Dml(dml) = plan.as_ref() else {
+            unreachable!("an insert");
+        };
+        let (state, _) = session
+            .planning(crate::session::planning::Purpose::Writes)
+            .unwrap();
+        super::InsertTemplate::compile(dml, &state, &prepared.parameter_types).unwrap()
+    }
+
     /// A prepared VALUES insert gives the rows or the error the planned
     /// path gives with the same parameters.
     #[tokio::test]
@@ -562,24 +571,7 @@ mod tests {
         outcome(&session, &format!("CREATE TABLE c {COLUMNS}"), &[], "c").await;
         let compiles = |sql: &'static str| {
             let session = &session;
-            async move {
-                let prepared = session
-                    .prepare(session.parse(sql).unwrap().remove(0))
-                    .await
-                    .unwrap();
-                let crate::session::Action::Plan(plan) = &prepared.action else {
-                    unreachable!("a plan");
-                };
-                let datafusion::logical_expr::LogicalPlan::Dml(dml) = plan.as_ref() else {
-                    unreachable!("an insert");
-                };
-                let (state, _) = session
-                    .planning(crate::session::planning::Purpose::Writes)
-                    .unwrap();
-                super::InsertTemplate::compile(dml, &state, &prepared.parameter_types)
-                    .unwrap()
-                    .is_some()
-            }
+            async move { template(session, sql).await.is_some() }
         };
         assert!(compiles("INSERT INTO c (i, n) VALUES ($1, $2 + 1)").await);
         assert!(!compiles("INSERT INTO c (i, ts) VALUES ($1, now())").await);
@@ -588,21 +580,8 @@ mod tests {
         let block = |sql: &'static str| {
             let session = &session;
             async move {
-                let prepared = session
-                    .prepare(session.parse(sql).unwrap().remove(0))
+                template(session, sql)
                     .await
-                    .unwrap();
-                let crate::session::Action::Plan(plan) = &prepared.action else {
-                    unreachable!("a plan");
-                };
-                let datafusion::logical_expr::LogicalPlan::Dml(dml) = plan.as_ref() else {
-                    unreachable!("an insert");
-                };
-                let (state, _) = session
-                    .planning(crate::session::planning::Purpose::Writes)
-                    .unwrap();
-                super::InsertTemplate::compile(dml, &state, &prepared.parameter_types)
-                    .unwrap()
                     .and_then(|template| template.block)
             }
         };

@@ -17,7 +17,7 @@ use datafusion::datasource::source_as_provider;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::simplify::SimplifyContext;
-use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, Values, WriteOp};
+use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, Projection, Values, WriteOp};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::execution_plan::check_not_null_constraints;
 
@@ -41,17 +41,8 @@ pub fn values_insert(
     let analyzed = state
         .analyzer()
         .execute_and_check(input, state.config_options(), |_, _| {})?;
-    let mut projections = Vec::new();
-    let mut node = &analyzed;
-    let values = loop {
-        match node {
-            LogicalPlan::Projection(projection) => {
-                projections.push(projection);
-                node = projection.input.as_ref();
-            }
-            LogicalPlan::Values(values) => break values,
-            _ => return Ok(None),
-        }
+    let Some((projections, values)) = values_under_projections(&analyzed) else {
+        return Ok(None);
     };
     let all_exprs = values
         .values
@@ -87,6 +78,23 @@ pub fn values_insert(
         .map(|(index, _)| index)
         .collect();
     Ok(Some((log, check_not_null_constraints(rows, &required)?)))
+}
+
+/// A VALUES node under projections only (outermost projection first), or
+/// None for any other plan.
+pub(super) fn values_under_projections(plan: &LogicalPlan) -> Option<(Vec<&Projection>, &Values)> {
+    let mut projections = Vec::new();
+    let mut node = plan;
+    loop {
+        match node {
+            LogicalPlan::Projection(projection) => {
+                projections.push(projection);
+                node = projection.input.as_ref();
+            }
+            LogicalPlan::Values(values) => return Some((projections, values)),
+            _ => return None,
+        }
+    }
 }
 
 /// Subqueries and unbound parameters need the general path.
