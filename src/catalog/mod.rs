@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 use table::{AppendObserver, DurableTable, GroupCommitter, TableLog};
-use view_result::{view_rows_prefix, MaterializedViewTable, ViewResult};
+use view_result::{view_rows_prefix, MaterializedViewTable, RowLayout, ViewResult};
 
 /// The database name clients connect to and the one schema it has.
 pub const DATABASE_NAME: &str = "weir";
@@ -329,6 +329,7 @@ impl Catalog {
         depends_on: Vec<String>,
         schema: SchemaRef,
         side_output: Option<SchemaRef>,
+        layout: RowLayout,
     ) -> Result<(RelationDefinition, ViewResults)> {
         self.check_name_free(name)?;
         if side_output.is_some() {
@@ -345,7 +346,7 @@ impl Catalog {
             side_output_id: side_output.as_ref().map(|_| id + 1),
             sql_edition: SQL_EDITION,
         };
-        let results = self.open_results(&definition, schema, side_output)?;
+        let results = self.open_results(&definition, schema, side_output, layout)?;
         Ok((definition, results))
     }
 
@@ -354,12 +355,17 @@ impl Catalog {
         definition: &RelationDefinition,
         schema: SchemaRef,
         side_output: Option<SchemaRef>,
+        layout: RowLayout,
     ) -> Result<ViewResults> {
-        let rows = Arc::new(ViewResult::open(definition.id, schema, self.store.clone())?);
+        let store = self.store.clone();
+        let rows = Arc::new(ViewResult::open(definition.id, schema, layout, store)?);
         let late = match (definition.side_output_id, side_output) {
-            (Some(id), Some(schema)) => {
-                Some(Arc::new(ViewResult::open(id, schema, self.store.clone())?))
-            }
+            (Some(id), Some(schema)) => Some(Arc::new(ViewResult::open(
+                id,
+                schema,
+                RowLayout::Log,
+                self.store.clone(),
+            )?)),
             (None, None) => None,
             _ => {
                 return Err(WeirError::new(
@@ -383,6 +389,10 @@ impl Catalog {
         rows: WriteBatch,
     ) -> Result<()> {
         let mut batch = self.definition_write(&definition)?;
+        batch.extend(results.rows.head_write()?);
+        if let Some(late) = &results.late {
+            batch.extend(late.head_write()?);
+        }
         batch.extend(rows);
         self.store.commit(batch)?;
         self.register_materialized_view(definition, results)
@@ -394,8 +404,9 @@ impl Catalog {
         definition: RelationDefinition,
         schema: SchemaRef,
         side_output: Option<SchemaRef>,
+        layout: RowLayout,
     ) -> Result<ViewResults> {
-        let results = self.open_results(&definition, schema, side_output)?;
+        let results = self.open_results(&definition, schema, side_output, layout)?;
         self.register_materialized_view(definition, results.clone())?;
         Ok(results)
     }

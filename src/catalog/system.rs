@@ -20,6 +20,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::view_result::RowLayout;
 use super::Catalog;
 use crate::stream::checkpoint::stored_view_state;
 
@@ -130,6 +131,7 @@ impl MaterializedViewsTable {
                 Field::new("state_entries", DataType::Int64, false),
                 Field::new("state_bytes", DataType::Int64, false),
                 Field::new("state_memory_bytes", DataType::Int64, false),
+                Field::new("row_storage", DataType::Utf8, false),
             ])),
         }
     }
@@ -146,6 +148,7 @@ impl MaterializedViewsTable {
         let mut watermarks = Vec::new();
         let (mut entries, mut bytes) = (Vec::new(), Vec::new());
         let mut memory = Vec::new();
+        let mut storage = Vec::new();
         for definition in catalog.definitions() {
             let Some(result) = catalog.view_result(&definition.name) else {
                 continue;
@@ -165,6 +168,10 @@ impl MaterializedViewsTable {
             counts.push(result.row_count());
             late.push(result.late_rows.load(std::sync::atomic::Ordering::Relaxed) as i64);
             watermarks.push(result.watermark_ns());
+            storage.push(match result.layout() {
+                RowLayout::Log => "log",
+                RowLayout::Multiset => "multiset",
+            });
         }
         let arrays: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(names)),
@@ -175,6 +182,7 @@ impl MaterializedViewsTable {
             Arc::new(Int64Array::from(entries)),
             Arc::new(Int64Array::from(bytes)),
             Arc::new(Int64Array::from(memory)),
+            Arc::new(StringArray::from(storage)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }

@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast;
 
 use super::{CommandDone, Engine, Notice};
 use crate::catalog::table::{CommitGate, History};
-use crate::catalog::view_result::ViewResult;
+use crate::catalog::view_result::{RowLayout, ViewResult};
 use crate::catalog::{side_output_name, Catalog, RelationDefinition, RelationKind, ViewResults};
 use crate::error::{Result, WeirError};
 use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
@@ -146,6 +146,7 @@ impl Engine {
             plan.reads.clone(),
             plan.schema.clone(),
             plan.side_output.clone(),
+            row_layout(&plan),
         )?;
         let input = plan.input.clone();
         let output = plan.output.clone();
@@ -242,6 +243,7 @@ impl Engine {
             definition,
             plan.schema.clone(),
             plan.side_output.clone(),
+            row_layout(&plan),
         )?;
         let output = plan.output.clone();
         let pipeline = pipeline(id, &name, plan, &results)?;
@@ -372,6 +374,15 @@ fn planning_state(mut state: SessionState, edition: u32) -> SessionState {
         let _ = state.register_udaf(datafusion::functions_aggregate::sum::sum_udaf());
     }
     state
+}
+
+/// A view that never retracts a row keeps its rows as a log.
+fn row_layout(plan: &StreamPlan) -> RowLayout {
+    if plan.output.updating {
+        RowLayout::Multiset
+    } else {
+        RowLayout::Log
+    }
 }
 
 fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Result<ViewPipeline> {

@@ -1,12 +1,17 @@
-//! The rows of a materialized view: a multiset (row -> count) in the state
-//! store, one entry per distinct row keyed by the row in Arrow's row format
-//! (order-preserving, so `SELECT * FROM v` comes back sorted). Nothing of
-//! it is held in memory: a change reads and writes only the rows it
-//! touches, and a query streams the rows from the store. Each commit is an
-//! epoch; a stored row keeps its count per epoch while a reader may need it
-//! (`versions`), so a query sees exactly one commit's rows. The state
-//! envelope's format version pins the row encoding (docs/decisions.md).
+//! The rows of a materialized view in the state store, in one of two
+//! layouts chosen when the view is created and kept in its head. A view
+//! that only ever adds rows keeps an append-only log of Arrow batches
+//! (`log`); any other keeps a multiset (row -> count), one entry per
+//! distinct row keyed by the row in Arrow's row format (`multiset`). Nothing
+//! of either is held in memory: a change writes only what it touches, and a
+//! query streams the rows from the store. For the multiset each commit is
+//! an epoch; a stored row keeps its count per epoch while a reader may need
+//! it (`versions`), so a query sees exactly one commit's rows; a log reader
+//! reads the entries committed when it started. The state envelope's format
+//! version pins the row encoding (docs/decisions.md).
 
+mod log;
+mod multiset;
 mod scan;
 mod versions;
 
@@ -34,12 +39,15 @@ use versions::Versions;
 pub struct ViewResult {
     id: u64,
     schema: SchemaRef,
+    layout: RowLayout,
     converter: RowConverter,
     store: Arc<dyn StateStore>,
     /// Changes applied but not yet committed (row -> count change, and the
     /// change in the total); queries see them once `publish` runs.
     staged: Mutex<Staged>,
     readers: Arc<Readers>,
+    /// Entries of the log layout as of the last commit.
+    committed_entries: Arc<AtomicU64>,
     /// Rows (with repeats) as of the committed epoch.
     total_rows: AtomicI64,
     /// The view's output watermark, when its rows are final (EMIT ON
@@ -56,7 +64,9 @@ pub struct ViewResult {
 struct Staged {
     /// Something was applied since the last commit.
     changed: bool,
-    /// Count change by row; empty once `in_store`.
+    /// Log entries staged (log layout).
+    entries: u64,
+    /// Count change by row; empty once `in_store` (multiset layout).
     rows: BTreeMap<Vec<u8>, i64>,
     total: i64,
     /// The statement's versions are in the store (spilled): a row's running
@@ -141,9 +151,26 @@ impl Drop for ReadGuard {
     }
 }
 
+/// How a view's rows are stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RowLayout {
+    /// Row -> count, for views whose rows are retracted.
+    #[default]
+    Multiset,
+    /// Batches in emit order, for views that only add rows.
+    Log,
+}
+
 /// What the store holds about a view's rows as a whole.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct ViewHead {
+    /// Absent in heads written before the log layout.
+    #[serde(default)]
+    layout: RowLayout,
+    /// Committed entries of the log layout.
+    #[serde(default)]
+    entries: u64,
     /// The last committed epoch.
     epoch: u64,
     rows: i64,
@@ -185,9 +212,15 @@ pub fn view_head_key(view_id: u64) -> Vec<u8> {
 }
 
 impl ViewResult {
-    /// Opens a view's result: its head only (a result stored before heads
-    /// existed is counted once).
-    pub fn open(id: u64, schema: SchemaRef, store: Arc<dyn StateStore>) -> Result<Self> {
+    /// Opens a view's result: its head only. A view without a head is new
+    /// and gets `layout`, unless it has rows stored before heads existed
+    /// (a multiset, counted once).
+    pub fn open(
+        id: u64,
+        schema: SchemaRef,
+        layout: RowLayout,
+        store: Arc<dyn StateStore>,
+    ) -> Result<Self> {
         let fields = schema
             .fields()
             .iter()
@@ -201,7 +234,10 @@ impl ViewResult {
                     format!("materialized view {id}: its head cannot be decoded: {error}"),
                 )
             })?,
-            None => count_legacy_rows(&*store, id)?,
+            None => count_legacy_rows(&*store, id)?.unwrap_or(ViewHead {
+                layout,
+                ..ViewHead::default()
+            }),
         };
         let readers = Arc::new(Readers::default());
         {
@@ -214,6 +250,8 @@ impl ViewResult {
         Ok(ViewResult {
             id,
             schema,
+            layout: head.layout,
+            committed_entries: Arc::new(AtomicU64::new(head.entries)),
             converter,
             store,
             staged: Mutex::new(Staged::default()),
@@ -229,57 +267,38 @@ impl ViewResult {
         self.schema.clone()
     }
 
+    pub fn layout(&self) -> RowLayout {
+        self.layout
+    }
+
+    /// The write of the committed head: part of a new view's first commit,
+    /// so its layout is fixed before any rows are.
+    pub fn head_write(&self) -> Result<WriteBatch> {
+        let state = self.readers.lock();
+        let head = ViewHead {
+            layout: self.layout,
+            entries: self.committed_entries.load(Ordering::Acquire),
+            epoch: state.committed,
+            rows: self.total_rows.load(Ordering::Acquire),
+            aborted: state.aborted.to_vec(),
+            pending: None,
+        };
+        let mut writes = WriteBatch::new();
+        writes.put(view_head_key(self.id), encode_head(&head)?);
+        Ok(writes)
+    }
+
     /// Stages a chunk of changes; returns the writes that make them durable
-    /// (row versions at the next epoch, and the head that commits it).
-    /// Queries see them after `publish`, once those writes are committed.
+    /// (the rows at the next epoch or entry, and the head that commits
+    /// them). Queries see them after `publish`, once those are committed.
     pub fn apply(&self, chunk: &Chunk) -> Result<WriteBatch> {
         if chunk.num_rows() == 0 {
             return Ok(WriteBatch::new());
         }
-        let encoded = self.converter.convert_columns(chunk.rows.columns())?;
-        let prefix = view_rows_prefix(self.id);
-        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
-        let mut deltas: BTreeMap<&[u8], i64> = BTreeMap::new();
-        for row in 0..chunk.num_rows() {
-            *deltas.entry(encoded.row(row).data()).or_insert(0) += chunk.diff(row);
-            staged.total += chunk.diff(row);
+        match self.layout {
+            RowLayout::Multiset => self.apply_multiset(chunk),
+            RowLayout::Log => self.apply_log(chunk),
         }
-        staged.changed = true;
-        let (committed, oldest, aborted, epoch) = self.readers.for_write();
-        staged.epoch = epoch;
-        let mut writes = WriteBatch::new();
-        for (bytes, delta) in deltas {
-            let mut stored_key = prefix.clone();
-            stored_key.extend_from_slice(bytes);
-            let versions = match self.store.get(&stored_key)? {
-                Some(value) => Versions::decode(&value)?,
-                None => Versions::default(),
-            };
-            let committed_count = versions.count_at(committed, &aborted);
-            let before = if staged.in_store {
-                versions.exactly_at(epoch).unwrap_or(committed_count)
-            } else {
-                let change = staged.rows.entry(bytes.to_vec()).or_insert(0);
-                let before = committed_count + *change;
-                *change += delta;
-                before
-            };
-            match versions.with(epoch, before + delta, oldest, &aborted) {
-                Some(versions) => writes.put(stored_key, versions.encode()),
-                None => writes.delete(stored_key),
-            }
-        }
-        if staged.in_store {
-            self.store.stage(std::mem::take(&mut writes))?;
-        }
-        let head = ViewHead {
-            epoch,
-            rows: self.total_rows.load(Ordering::Acquire) + staged.total,
-            aborted: aborted.to_vec(),
-            pending: None,
-        };
-        writes.put(view_head_key(self.id), encode_head(&head)?);
-        Ok(writes)
     }
 
     /// The staged versions were written to the store (after `reserve`):
@@ -297,7 +316,8 @@ impl ViewResult {
     /// None when it is reserved already or nothing is staged.
     pub fn reserve(&self) -> Result<Option<WriteBatch>> {
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
-        if !staged.changed || staged.reserved {
+        // A log's entries past the committed count are never read.
+        if !staged.changed || staged.reserved || self.layout == RowLayout::Log {
             return Ok(None);
         }
         staged.reserved = true;
@@ -307,6 +327,7 @@ impl ViewResult {
             rows: self.total_rows.load(Ordering::Acquire),
             aborted: state.aborted.to_vec(),
             pending: Some(staged.epoch),
+            ..ViewHead::default()
         };
         let mut writes = WriteBatch::new();
         writes.put(view_head_key(self.id), encode_head(&head)?);
@@ -321,7 +342,13 @@ impl ViewResult {
         }
         let taken = std::mem::take(&mut *staged);
         self.total_rows.fetch_add(taken.total, Ordering::AcqRel);
-        self.readers.lock().committed = taken.epoch;
+        match self.layout {
+            RowLayout::Multiset => self.readers.lock().committed = taken.epoch,
+            RowLayout::Log => {
+                self.committed_entries
+                    .fetch_add(taken.entries, Ordering::AcqRel);
+            }
+        }
     }
 
     /// The staged changes were not committed: forget them (and never read
@@ -361,16 +388,19 @@ fn encode_head(head: &ViewHead) -> Result<Vec<u8>> {
         .map_err(|error| WeirError::internal(format!("cannot encode a view head: {error}")))
 }
 
-/// A result written before heads: epoch 0, its rows counted once.
-fn count_legacy_rows(store: &dyn StateStore, id: u64) -> Result<ViewHead> {
+/// A result written before heads: epoch 0, its rows counted once; None
+/// when there are no rows.
+fn count_legacy_rows(store: &dyn StateStore, id: u64) -> Result<Option<ViewHead>> {
     let mut rows = 0;
+    let mut found = false;
     for entry in store.scan_range(&view_rows_prefix(id), &view_rows_end(id)) {
         rows += Versions::decode(&entry?.1)?.count_at(0, &[]);
+        found = true;
     }
-    Ok(ViewHead {
+    Ok(found.then(|| ViewHead {
         rows,
         ..ViewHead::default()
-    })
+    }))
 }
 
 /// The DataFusion face of a materialized view: a scan of its current rows.
@@ -457,7 +487,8 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
         let schema = chunk(&[], &[], &[]).rows.schema();
-        let result = ViewResult::open(3, schema.clone(), store.clone()).unwrap();
+        let result =
+            ViewResult::open(3, schema.clone(), RowLayout::Multiset, store.clone()).unwrap();
         store
             .commit(result.apply(&chunk(&["b", "a"], &[1, 1], &[1, 1])).unwrap())
             .unwrap();
@@ -469,7 +500,7 @@ mod tests {
         store.commit(writes).unwrap();
         result.publish();
         assert_eq!(all_rows(&result).num_rows(), 2);
-        let reopened = ViewResult::open(3, schema, store.clone()).unwrap();
+        let reopened = ViewResult::open(3, schema, RowLayout::Multiset, store.clone()).unwrap();
         let batch = all_rows(&reopened);
         let names: Vec<_> = batch
             .column(0)
@@ -492,7 +523,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
         let schema = chunk(&[], &[], &[]).rows.schema();
-        let result = ViewResult::open(1, schema, store.clone()).unwrap();
+        let result = ViewResult::open(1, schema, RowLayout::Multiset, store.clone()).unwrap();
         let names: Vec<String> = (0..20_000).map(|i| format!("row{i:05}")).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let ones = vec![1; refs.len()];

@@ -1,7 +1,9 @@
-//! Reading a view's committed rows from the store: one epoch, in row order,
-//! decoded in batches, each row repeated by its count.
+//! Reading a view's committed rows from the store: for a multiset one
+//! epoch, in row order, decoded in batches, each row repeated by its count;
+//! for a log the entries committed when the read starts, in emit order.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -11,8 +13,9 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::PartitionStream;
 
+use super::log::LogBatches;
 use super::versions::Versions;
-use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, ViewResult};
+use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, RowLayout, ViewResult};
 use crate::error::Result;
 use crate::state::StateStore;
 
@@ -24,6 +27,8 @@ const BATCH_ROWS: usize = 8192;
 pub struct ViewRows {
     store: Arc<dyn StateStore>,
     readers: Arc<Readers>,
+    layout: RowLayout,
+    committed_entries: Arc<AtomicU64>,
     view_id: u64,
     /// The view's full schema (what the stored rows decode to).
     stored_schema: SchemaRef,
@@ -48,6 +53,8 @@ impl ViewRows {
         Ok(ViewRows {
             store: result.store.clone(),
             readers: result.readers.clone(),
+            layout: result.layout,
+            committed_entries: result.committed_entries.clone(),
             view_id: result.id,
             stored_schema: result.schema.clone(),
             projection,
@@ -57,13 +64,25 @@ impl ViewRows {
 
     /// Reads the rows committed now, batch by batch.
     pub fn read(&self) -> Result<RowBatches> {
+        Ok(match self.layout {
+            RowLayout::Multiset => RowBatches::Multiset(self.read_multiset()?),
+            RowLayout::Log => RowBatches::Log(LogBatches::new(
+                &self.store,
+                self.view_id,
+                self.committed_entries.load(Ordering::Acquire),
+                self.projection.clone(),
+            )),
+        })
+    }
+
+    fn read_multiset(&self) -> Result<MultisetBatches> {
         let fields = self
             .stored_schema
             .fields()
             .iter()
             .map(|field| SortField::new(field.data_type().clone()))
             .collect();
-        Ok(RowBatches {
+        Ok(MultisetBatches {
             guard: self.readers.begin(),
             entries: self.store.scan_range(
                 &view_rows_prefix(self.view_id),
@@ -77,8 +96,25 @@ impl ViewRows {
     }
 }
 
+/// A view's committed rows, batch by batch.
+pub enum RowBatches {
+    Multiset(MultisetBatches),
+    Log(LogBatches),
+}
+
+impl Iterator for RowBatches {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        match self {
+            RowBatches::Multiset(batches) => batches.next_batch().transpose(),
+            RowBatches::Log(batches) => batches.next(),
+        }
+    }
+}
+
 /// The rows of one epoch, in batches of up to `BATCH_ROWS`.
-pub struct RowBatches {
+pub struct MultisetBatches {
     guard: ReadGuard,
     entries: crate::state::Entries,
     prefix_length: usize,
@@ -87,7 +123,7 @@ pub struct RowBatches {
     projection: Option<Vec<usize>>,
 }
 
-impl RowBatches {
+impl MultisetBatches {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut repeats = Vec::new();
@@ -120,14 +156,6 @@ impl RowBatches {
             Some(columns) => batch.project(columns)?,
             None => batch,
         }))
-    }
-}
-
-impl Iterator for RowBatches {
-    type Item = Result<RecordBatch>;
-
-    fn next(&mut self) -> Option<Result<RecordBatch>> {
-        self.next_batch().transpose()
     }
 }
 
