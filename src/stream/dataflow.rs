@@ -239,7 +239,8 @@ impl Dataflow {
                 if !reads || only.is_some_and(|only| only != view.name) {
                     continue;
                 }
-                let changes = view.process(&input, messages.clone(), writes)?;
+                let limited = self.memory_limit_bytes.is_some();
+                let changes = view.process(&input, messages.clone(), writes, limited)?;
                 self.check_memory(id)?;
                 let view = self.views.get_mut(&id).expect("a listed view");
                 writes.extend(view.take_writes());

@@ -119,11 +119,14 @@ impl ViewPipeline {
 
     /// Runs `messages` from `input` through the chain; returns the view's
     /// changes. Operators passed a barrier write their state to `checkpoint`.
+    /// The state's memory is measured at barriers, and when `limited` (a
+    /// memory limit is enforced) also every so many rows in between.
     pub(super) fn process(
         &mut self,
         input: &str,
         messages: Vec<Message>,
         checkpoint: &mut WriteBatch,
+        limited: bool,
     ) -> Result<Vec<Message>> {
         let mut current = Vec::with_capacity(messages.len());
         let mut rows = 0;
@@ -171,7 +174,9 @@ impl ViewPipeline {
             let late = self.sink.result().late_rows.load(Ordering::Relaxed) as i64;
             StateWriter::new(self.sink_prefix(), checkpoint).put(LATE_ROWS, encode_i64(late));
         }
-        if self.memory.due(rows) || barrier {
+        // Measuring walks the state (a tenth of a SESSION view's time at
+        // the interval below), so without a limit only barriers pay for it.
+        if (limited && self.memory.due(rows)) || barrier {
             self.measure_memory();
         }
         if let Some(late) = &mut self.late {

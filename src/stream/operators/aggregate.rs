@@ -8,14 +8,14 @@
 //! correct their window (a retraction and the new row).
 //! Without a window there is one bin that never closes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, UInt32Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
-use datafusion::common::ScalarValue;
+use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 

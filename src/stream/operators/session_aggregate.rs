@@ -7,13 +7,13 @@
 //! goes, leaving a marker for one more gap so that a row which would merge
 //! into it is late rather than the start of a session overlapping it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
-use datafusion::common::ScalarValue;
+use datafusion::common::{HashMap, HashSet, ScalarValue};
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 
