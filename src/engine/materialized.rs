@@ -16,13 +16,15 @@ use crate::catalog::table::{CommitGate, History};
 use crate::catalog::view_result::{RowLayout, ViewResult};
 use crate::catalog::{side_output_name, Catalog, RelationDefinition, RelationKind, ViewResults};
 use crate::error::{Result, WeirError};
+use crate::sql::streaming::nodes::StreamNode;
 use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
 use crate::stream::checkpoint_store::into_current_generation;
 use crate::stream::dataflow::{SharedDataflow, ViewPipeline};
-use crate::stream::pipeline::LateSink;
+use crate::stream::operators::UnionOperator;
+use crate::stream::pipeline::{Branch, LateSink};
 use crate::stream::{Chunk, LateRows, Message};
 
 /// The change streams of materialized views, for the views that read them.
@@ -148,24 +150,36 @@ impl Engine {
             plan.side_output.clone(),
             row_layout(&plan),
         )?;
-        let input = plan.input.clone();
+        let input_names = plan.inputs();
         let output = plan.output.clone();
         let pipeline = pipeline(definition.id, &name, plan, &results)?;
-        // A table's history is read with its writes paused; a view's under
-        // the dataflow lock (views change only under it).
-        let table = self.catalog.table(&input);
-        let paused = match &table {
-            Some(log) => Some(log.pause_writes().await),
-            None => None,
-        };
+        // A table's history is read with its writes paused (in name order,
+        // as every statement pausing several does); a view's under the
+        // dataflow lock (views change only under it).
+        let mut tables: Vec<_> = input_names
+            .iter()
+            .filter_map(|input| Some((input.clone(), self.catalog.table(input)?)))
+            .collect();
+        tables.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut paused = Vec::new();
+        for (_, log) in &tables {
+            paused.push(log.pause_writes().await);
+        }
+        let mut inputs = Vec::new();
+        for input in input_names {
+            let table = tables.iter().find(|(name, _)| *name == input);
+            inputs.push(NewViewInput {
+                table_history: table.map(|(_, log)| log.history()).transpose()?,
+                table_rows: table.map(|(_, log)| log.row_count()),
+                name: input,
+            });
+        }
         let new_view = NewView {
             name: name.clone(),
             definition,
             results,
             pipeline,
-            table_history: table.as_ref().map(|log| log.history()).transpose()?,
-            table_rows: table.as_ref().map(|log| log.row_count()),
-            input,
+            inputs,
         };
         let dataflow = self.dataflow.clone();
         let catalog = self.catalog.clone();
@@ -294,8 +308,13 @@ struct NewView {
     definition: RelationDefinition,
     results: ViewResults,
     pipeline: ViewPipeline,
-    input: String,
-    /// The input table's history (None when the input is a view).
+    inputs: Vec<NewViewInput>,
+}
+
+/// A relation a new view reads, and its history.
+struct NewViewInput {
+    name: String,
+    /// The table's history (None when the input is a view).
     table_history: Option<History>,
     table_rows: Option<u64>,
 }
@@ -318,16 +337,27 @@ fn backfill_and_commit(
         )
         .with_hint("Retry the statement."));
     }
-    let history: Box<dyn Iterator<Item = Result<Vec<Message>>> + Send> = match view.table_history {
-        Some(history) => Box::new(history),
-        None => view_history(catalog.view_result(&view.input))?,
-    };
+    let mut histories = Vec::new();
+    let mut offsets = Vec::new();
+    for input in view.inputs {
+        let history: Box<dyn Iterator<Item = Result<Vec<Message>>> + Send> =
+            match input.table_history {
+                Some(history) => Box::new(history),
+                None => view_history(catalog.view_result(&input.name))?,
+            };
+        offsets.extend(input.table_rows.map(|rows| (input.name.clone(), rows)));
+        histories.push((input.name, history));
+    }
     flow.add_view(view.pipeline);
+    // One input after the other: rows of a UNION ALL's first input are
+    // judged before the others have a watermark (docs/decisions.md).
     let backfilled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut writes = WriteBatch::new();
-        for chunk in history {
-            writes.extend(flow.push_to(Some(&view.name), &view.input, chunk?)?);
-            flow.spill_if_large(&mut writes)?;
+        for (input, history) in histories {
+            for chunk in history {
+                writes.extend(flow.push_to(Some(&view.name), &input, chunk?)?);
+                flow.spill_if_large(&mut writes)?;
+            }
         }
         Ok(writes)
     }))
@@ -345,8 +375,8 @@ fn backfill_and_commit(
             return Err(error);
         }
     };
-    if let Some(rows) = view.table_rows {
-        flow.set_offset(&view.input, rows);
+    for (table, rows) in offsets {
+        flow.set_offset(&table, rows);
     }
     writes.delete_prefix(view_prefix(view.definition.id));
     let outcome = Engine::checkpoint_into(dataflow, flow, &mut writes)
@@ -387,20 +417,30 @@ fn row_layout(plan: &StreamPlan) -> RowLayout {
 
 fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Result<ViewPipeline> {
     let late_rows = LateRows::new(results.rows.late_rows.clone(), results.late.is_some());
-    let operators = plan
-        .nodes
-        .into_iter()
-        .map(|node| node.operator(&late_rows))
-        .collect::<Result<Vec<_>>>()?;
+    let operators = |nodes: Vec<StreamNode>| {
+        nodes
+            .into_iter()
+            .map(|node| node.operator(&late_rows))
+            .collect::<Result<Vec<_>>>()
+    };
+    let mut branches = Vec::new();
+    for branch in plan.branches {
+        branches.push(Branch::new(branch.input, operators(branch.nodes)?));
+    }
+    let union = plan
+        .union
+        .map(|union| UnionOperator::new(union.schema, union.inputs, union.watermark.is_some()));
+    let tail = operators(plan.nodes)?;
     let late = results
         .late
         .clone()
-        .map(|result| LateSink::new(side_output_name(name), late_rows, result));
+        .map(|result| LateSink::new(side_output_name(name), late_rows.clone(), result));
     Ok(ViewPipeline::new(
         id,
         name,
-        vec![plan.input],
-        operators,
+        branches,
+        union,
+        tail,
         results.rows.clone(),
         late,
     ))

@@ -1,7 +1,8 @@
-//! One materialized view's running operators, and what the runtime does at
-//! their input: merging watermarks (minimum over inputs, never backwards)
-//! and aligning barriers (an operator checkpoints once the barrier has come
-//! from every input).
+//! One materialized view's running operators: a chain per source it reads
+//! (a branch), a union where several meet (minimum watermark, barriers
+//! aligned: `UnionOperator`), the operators after it and the sink. Each
+//! branch's watermark never goes back; an operator checkpoints when a
+//! barrier passes it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use super::checkpoint::{decode_i64, encode_i64, operator_prefix, StateReader, St
 use super::late::LateRows;
 use super::message::{Chunk, Message};
 use super::operator::{run, Operator, Output};
-use super::operators::MaterializeOperator;
+use super::operators::{MaterializeOperator, UnionOperator};
 use crate::catalog::view_result::ViewResult;
 use crate::error::Result;
 use crate::state::WriteBatch;
@@ -22,15 +23,35 @@ const LATE_ROWS: &[u8] = b"late_rows";
 pub struct ViewPipeline {
     pub id: u64,
     pub name: String,
-    /// The relations it reads (one today).
+    /// The relations it reads, each once.
     pub inputs: Vec<String>,
+    /// One chain per source; several meet at `union`.
+    branches: Vec<Branch>,
+    union: Option<UnionOperator>,
+    /// The operators after the union (all are in the branch without one).
     operators: Vec<Box<dyn Operator>>,
     pub(super) sink: MaterializeOperator,
     /// `<view>_late` when the view keeps its late rows.
     late: Option<LateSink>,
-    watermarks: WatermarkMerge,
-    barriers: BarrierAlign,
     memory: MemoryGauge,
+}
+
+/// The operators from one source to the union (or the sink).
+pub struct Branch {
+    pub input: String,
+    pub operators: Vec<Box<dyn Operator>>,
+    /// The input's watermark, never going back.
+    watermark: Option<i64>,
+}
+
+impl Branch {
+    pub fn new(input: String, operators: Vec<Box<dyn Operator>>) -> Self {
+        Branch {
+            input,
+            operators,
+            watermark: None,
+        }
+    }
 }
 
 /// The operators' state in memory, measured often enough to enforce a
@@ -99,28 +120,47 @@ impl ViewPipeline {
     pub fn new(
         id: u64,
         name: &str,
-        inputs: Vec<String>,
+        branches: Vec<Branch>,
+        union: Option<UnionOperator>,
         operators: Vec<Box<dyn Operator>>,
         result: Arc<ViewResult>,
         late: Option<LateSink>,
     ) -> Self {
+        let mut inputs: Vec<String> = Vec::new();
+        for branch in &branches {
+            if !inputs.contains(&branch.input) {
+                inputs.push(branch.input.clone());
+            }
+        }
         ViewPipeline {
             id,
             late,
             name: name.to_string(),
-            watermarks: WatermarkMerge::new(&inputs),
-            barriers: BarrierAlign::new(&inputs),
             memory: MemoryGauge::default(),
             inputs,
+            branches,
+            union,
             operators,
             sink: MaterializeOperator::new(result),
         }
     }
 
-    /// Runs `messages` from `input` through the chain; returns the view's
-    /// changes. Operators passed a barrier write their state to `checkpoint`.
-    /// The state's memory is measured at barriers, and when `limited` (a
-    /// memory limit is enforced) also every so many rows in between.
+    /// Checkpoint slots: each branch's operators in turn, the union, the
+    /// operators after it, then the sink (a view without a union numbers
+    /// its operators as a plain chain).
+    fn union_slot(&self) -> usize {
+        self.branches.iter().map(|b| b.operators.len()).sum()
+    }
+
+    fn tail_slot(&self) -> usize {
+        self.union_slot() + usize::from(self.union.is_some())
+    }
+
+    /// Runs `messages` from `input` through every branch reading it, the
+    /// union and the rest of the chain; returns the view's changes.
+    /// Operators passed a barrier write their state to `checkpoint`. The
+    /// state's memory is measured at barriers, and when `limited` (a memory
+    /// limit is enforced) also every so many rows in between.
     pub(super) fn process(
         &mut self,
         input: &str,
@@ -128,44 +168,20 @@ impl ViewPipeline {
         checkpoint: &mut WriteBatch,
         limited: bool,
     ) -> Result<Vec<Message>> {
-        let mut current = Vec::with_capacity(messages.len());
-        let mut rows = 0;
-        for message in messages {
-            match message {
-                Message::Watermark(watermark) => {
-                    if let Some(merged) = self.watermarks.advance(input, watermark) {
-                        current.push(Message::Watermark(merged));
-                    }
-                }
-                Message::Barrier(epoch) => {
-                    if self.barriers.arrive(input, epoch) {
-                        current.push(Message::Barrier(epoch));
-                    }
-                }
-                other => {
-                    rows += other.num_rows();
-                    current.push(other);
-                }
-            }
-        }
+        let rows: usize = messages.iter().map(Message::num_rows).sum();
         // Each message goes through the whole chain before the next one,
         // so what an operator makes of one batch (a HOP window's five rows
         // per event) is gone before the next batch is read.
         let mut through = Vec::new();
-        for message in current {
-            let mut step = vec![message];
-            for (index, operator) in self.operators.iter_mut().enumerate() {
-                if step.is_empty() {
-                    break;
+        for message in messages {
+            for index in 0..self.branches.len() {
+                if self.branches[index].input != input {
+                    continue;
                 }
-                let target = StateTarget {
-                    view_id: self.id,
-                    operator: index,
-                    batch: checkpoint,
-                };
-                step = run_with_checkpoints(operator.as_mut(), step, target)?;
+                let step = self.run_branch(index, message.clone(), checkpoint)?;
+                let step = self.run_union(index, step, checkpoint)?;
+                through.extend(self.run_tail(step, checkpoint)?);
             }
-            through.extend(step);
         }
         let current = through;
         let barrier = current.iter().any(|m| matches!(m, Message::Barrier(_)));
@@ -188,8 +204,73 @@ impl ViewPipeline {
         run(&mut self.sink, current)
     }
 
+    fn run_branch(
+        &mut self,
+        index: usize,
+        message: Message,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        let first_slot: usize = self.branches[..index]
+            .iter()
+            .map(|b| b.operators.len())
+            .sum();
+        let branch = &mut self.branches[index];
+        if let Message::Watermark(watermark) = message {
+            if !super::operator::advance_watermark(&mut branch.watermark, watermark) {
+                return Ok(Vec::new());
+            }
+        }
+        run_chain(
+            &mut branch.operators,
+            (self.id, first_slot),
+            vec![message],
+            checkpoint,
+        )
+    }
+
+    fn run_union(
+        &mut self,
+        branch: usize,
+        messages: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        let slot = self.union_slot();
+        let Some(union) = &mut self.union else {
+            return Ok(messages);
+        };
+        let mut output = Vec::new();
+        for message in messages {
+            if union.on_message(branch, message, &mut output)?.is_some() {
+                union.checkpoint(&mut StateWriter::new(
+                    operator_prefix(self.id, slot),
+                    checkpoint,
+                ));
+            }
+        }
+        Ok(output)
+    }
+
+    fn run_tail(
+        &mut self,
+        messages: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        let first_slot = self.tail_slot();
+        run_chain(
+            &mut self.operators,
+            (self.id, first_slot),
+            messages,
+            checkpoint,
+        )
+    }
+
+    fn all_operators(&self) -> impl Iterator<Item = &Box<dyn Operator>> {
+        let branches = self.branches.iter().flat_map(|b| b.operators.iter());
+        branches.chain(self.operators.iter())
+    }
+
     fn measure_memory(&mut self) {
-        let bytes: usize = self.operators.iter().map(|o| o.memory_bytes()).sum();
+        let bytes: usize = self.all_operators().map(|o| o.memory_bytes()).sum();
         self.memory.record(bytes);
         self.sink
             .result()
@@ -241,7 +322,7 @@ impl ViewPipeline {
     }
 
     fn sink_prefix(&self) -> Vec<u8> {
-        operator_prefix(self.id, self.operators.len())
+        operator_prefix(self.id, self.tail_slot() + self.operators.len())
     }
 
     /// Loads every operator's checkpointed state, `state_of(prefix)`
@@ -250,8 +331,20 @@ impl ViewPipeline {
         &mut self,
         mut state_of: impl FnMut(&[u8]) -> Result<StateReader>,
     ) -> Result<()> {
-        for (index, operator) in self.operators.iter_mut().enumerate() {
-            operator.restore(&state_of(&operator_prefix(self.id, index))?)?;
+        let mut slot = 0;
+        for branch in &mut self.branches {
+            for operator in &mut branch.operators {
+                operator.restore(&state_of(&operator_prefix(self.id, slot))?)?;
+                slot += 1;
+            }
+        }
+        if let Some(union) = &mut self.union {
+            union.restore(&state_of(&operator_prefix(self.id, slot))?);
+            slot += 1;
+        }
+        for operator in &mut self.operators {
+            operator.restore(&state_of(&operator_prefix(self.id, slot))?)?;
+            slot += 1;
         }
         let sink = state_of(&self.sink_prefix())?;
         let late = sink.get(LATE_ROWS).and_then(decode_i64).unwrap_or(0);
@@ -267,6 +360,29 @@ struct StateTarget<'a> {
     view_id: u64,
     operator: usize,
     batch: &'a mut WriteBatch,
+}
+
+/// Runs `messages` through `operators` in turn; the first has checkpoint
+/// slot `slot` of view `view_id`, the next one more, and so on.
+fn run_chain(
+    operators: &mut [Box<dyn Operator>],
+    (view_id, slot): (u64, usize),
+    messages: Vec<Message>,
+    checkpoint: &mut WriteBatch,
+) -> Result<Vec<Message>> {
+    let mut step = messages;
+    for (index, operator) in operators.iter_mut().enumerate() {
+        if step.is_empty() {
+            break;
+        }
+        let target = StateTarget {
+            view_id,
+            operator: slot + index,
+            batch: checkpoint,
+        };
+        step = run_with_checkpoints(operator.as_mut(), step, target)?;
+    }
+    Ok(step)
 }
 
 /// Like `run`, but a barrier first makes the operator write its state.

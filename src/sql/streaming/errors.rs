@@ -59,7 +59,14 @@ pub(super) fn refused(plan: &LogicalPlan) -> WeirError {
             "a join",
             "Joins in materialized views are planned; query the tables directly for now.",
         ),
-        LogicalPlan::Union(_) => ("UNION", "Create one materialized view per branch."),
+        LogicalPlan::Distinct(distinct)
+            if matches!(distinct.input().as_ref(), LogicalPlan::Union(_)) =>
+        {
+            (
+                "UNION without ALL",
+                "Use UNION ALL (add GROUP BY over its columns to remove duplicates).",
+            )
+        }
         LogicalPlan::Distinct(_) => ("SELECT DISTINCT", "Use GROUP BY over the columns instead."),
         LogicalPlan::Limit(_) | LogicalPlan::Sort(_) => {
             ("LIMIT / OFFSET", "Apply LIMIT when querying the view.")

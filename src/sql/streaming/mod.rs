@@ -8,6 +8,7 @@ mod aggregate;
 mod determinism;
 mod errors;
 pub mod nodes;
+mod union;
 pub mod window_function;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::stream::operators::window::WindowSpec;
 use crate::stream::{EmitMode, LatePolicy};
 use errors::{has_subquery, no_watermark, refused, shown, unsupported};
 use nodes::{EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
+pub use union::{Branch, UnionNode};
 use window_function::WindowTable;
 
 type PhysicalExprs = Vec<Arc<dyn PhysicalExpr>>;
@@ -52,12 +54,15 @@ pub trait Sources {
 }
 
 pub struct StreamPlan {
-    pub input: String,
+    /// One chain per source the view reads; several meet at `union`.
+    pub branches: Vec<Branch>,
+    pub union: Option<UnionNode>,
     pub late: LatePolicy,
     /// The columns of `<view>_late` when the view keeps late rows.
     pub side_output: Option<SchemaRef>,
     /// Every catalog relation the view reads (sources and inlined views).
     pub reads: Vec<String>,
+    /// The nodes after the union (none without one).
     pub nodes: Vec<StreamNode>,
     pub schema: SchemaRef,
     pub emit: EmitMode,
@@ -65,10 +70,20 @@ pub struct StreamPlan {
     /// A function in the query whose result changes between calls (now(),
     /// random(), ...): such a view cannot be maintained.
     pub non_deterministic: Option<String>,
-    source_line: String,
 }
 
 impl StreamPlan {
+    /// The relations the branches read, each once, in branch order.
+    pub fn inputs(&self) -> Vec<String> {
+        let mut inputs: Vec<String> = Vec::new();
+        for branch in &self.branches {
+            if !inputs.contains(&branch.input) {
+                inputs.push(branch.input.clone());
+            }
+        }
+        inputs
+    }
+
     /// 0A000 if the query calls a non-deterministic function. Checked when
     /// a view is created, not when one is restored: a view stored by an
     /// older weir must not keep the database from opening.
@@ -89,15 +104,25 @@ impl StreamPlan {
                 _ => String::new(),
             }
         )];
+        let indent = |depth: usize, line: String| format!("{}{line}", "  ".repeat(depth));
+        let mut depth = 1;
         for node in self.nodes.iter().rev() {
-            lines.push(node.describe());
+            lines.push(indent(depth, node.describe()));
+            depth += 1;
         }
-        lines.push(self.source_line.clone());
+        if let Some(union) = &self.union {
+            lines.push(indent(depth, union.describe()));
+            depth += 1;
+        }
+        for branch in &self.branches {
+            let mut branch_depth = depth;
+            for node in branch.nodes.iter().rev() {
+                lines.push(indent(branch_depth, node.describe()));
+                branch_depth += 1;
+            }
+            lines.push(indent(branch_depth, branch.source_line.clone()));
+        }
         lines
-            .into_iter()
-            .enumerate()
-            .map(|(depth, line)| format!("{}{line}", "  ".repeat(depth)))
-            .collect()
     }
 }
 
@@ -133,12 +158,24 @@ pub fn plan(
             "Group by window_start or window_end of TUMBLE(...) or HOP(...), or leave out late_data.",
         ));
     }
+    let (branches, nodes) = match segment.union {
+        Some(_) => (segment.branches, segment.nodes),
+        None => {
+            let branch = Branch {
+                input: segment.input,
+                nodes: segment.nodes,
+                source_line: segment.source_line,
+            };
+            (vec![branch], Vec::new())
+        }
+    };
     Ok(StreamPlan {
-        input: segment.input,
+        branches,
+        union: segment.union,
         late,
         side_output: planner.side_output.map(|shape| shape.schema),
         reads: planner.reads,
-        nodes: segment.nodes,
+        nodes,
         schema: Arc::new(plan.schema().as_arrow().clone()),
         emit,
         output: StreamInfo {
@@ -146,7 +183,6 @@ pub fn plan(
             updating: segment.updating,
         },
         non_deterministic: planner.non_deterministic,
-        source_line: segment.source_line,
     })
 }
 
@@ -172,8 +208,10 @@ struct WindowColumns {
     end: Option<String>,
 }
 
-/// A chain from a source up to some node of the logical plan.
+/// A chain from a source (or a union of chains) up to some node of the
+/// logical plan.
 struct Segment {
+    /// The source, without a union.
     input: String,
     source_line: String,
     nodes: Vec<StreamNode>,
@@ -181,6 +219,9 @@ struct Segment {
     watermark: Option<String>,
     window: Option<WindowColumns>,
     updating: bool,
+    /// With a union: the chains that meet there (`nodes` come after it).
+    union: Option<UnionNode>,
+    branches: Vec<Branch>,
 }
 
 struct Planner<'a> {
@@ -217,6 +258,7 @@ impl Planner<'_> {
             // A view has no order; ORDER BY only matters when it is queried.
             LogicalPlan::Sort(sort) if sort.fetch.is_none() => self.segment(&sort.input),
             LogicalPlan::Aggregate(aggregate) => self.aggregate(aggregate),
+            LogicalPlan::Union(union) => self.union(union),
             other => Err(refused(other)),
         }
     }
@@ -308,6 +350,8 @@ impl Planner<'_> {
             watermark: info.watermark.clone(),
             window: None,
             updating: info.updating,
+            union: None,
+            branches: Vec::new(),
         };
         if self.emit == EmitMode::OnWindowClose && self.aggregates == 0 {
             let Some(column) = &info.watermark else {
