@@ -52,6 +52,12 @@ struct ServeOptions {
     /// Default: no limit.
     #[arg(long, env = "WEIR_MEMORY_LIMIT", value_parser = parse_memory_limit)]
     memory_limit: Option<u64>,
+    /// How many key partitions a window aggregate updates in parallel, each
+    /// on its own thread (1 to 64). Default 1: on 2 cores more is slower
+    /// today (docs/benchmarks.md). Results do not depend on it, and it may
+    /// change between restarts.
+    #[arg(long, env = "WEIR_PARALLELISM", value_parser = clap::value_parser!(u64).range(1..=64))]
+    parallelism: Option<u64>,
 }
 
 fn parse_memory_limit(text: &str) -> Result<u64, String> {
@@ -79,6 +85,10 @@ struct BenchOptions {
     /// by default a fresh directory under the system temp dir, removed afterwards.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Key partitions a window aggregate updates in parallel (as the
+    /// server's --parallelism). Default 1.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    parallelism: Option<u64>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
@@ -175,6 +185,9 @@ async fn run(command: Command) -> weir::error::Result<()> {
 }
 
 async fn bench(options: BenchOptions) -> weir::error::Result<()> {
+    if let Some(partitions) = options.parallelism {
+        weir::stream::parallelism::set_parallelism(partitions as usize);
+    }
     let workload = Workload {
         rows: options.rows,
         batch_rows: options.batch_rows,
@@ -187,6 +200,9 @@ async fn bench(options: BenchOptions) -> weir::error::Result<()> {
 }
 
 async fn serve(options: ServeOptions) -> weir::error::Result<()> {
+    if let Some(partitions) = options.parallelism {
+        weir::stream::parallelism::set_parallelism(partitions as usize);
+    }
     let cache_bytes = options.store_cache_mb.saturating_mul(1024 * 1024);
     let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
     engine.set_memory_limit_bytes(options.memory_limit);

@@ -10,6 +10,7 @@ pub mod late;
 pub mod message;
 pub mod operator;
 pub mod operators;
+pub mod parallelism;
 pub mod pipeline;
 pub mod watermark;
 

@@ -125,6 +125,7 @@ impl StreamNode {
                     window,
                     node.schema,
                     late_handling(node.late, late_rows, node.side_output),
+                    crate::stream::parallelism::parallelism(),
                 )?),
                 None => Box::new(AggregateOperator::new(
                     node.groups,

@@ -260,12 +260,26 @@ impl BinChanges {
         watermark: Option<i64>,
         mut encode: impl FnMut(&mut B) -> Result<Vec<u8>>,
     ) -> Result<()> {
+        self.checkpoint_each(state, watermark, |end| match bins.get_mut(&end) {
+            Some(bin) => encode(bin).map(Some),
+            None => Ok(None),
+        })
+    }
+
+    /// Like `checkpoint`, `encode` giving the entry of the bin ending at a
+    /// changed end (None: no such bin any more).
+    pub fn checkpoint_each(
+        &mut self,
+        state: &mut StateWriter,
+        watermark: Option<i64>,
+        mut encode: impl FnMut(i64) -> Result<Option<Vec<u8>>>,
+    ) -> Result<()> {
         for end in std::mem::take(&mut self.closed) {
             state.delete(&bin_name(end));
         }
         for end in std::mem::take(&mut self.changed) {
-            if let Some(bin) = bins.get_mut(&end) {
-                state.put(&bin_name(end), encode(bin)?);
+            if let Some(entry) = encode(end)? {
+                state.put(&bin_name(end), entry);
             }
         }
         if let Some(watermark) = watermark {

@@ -16,6 +16,7 @@ pub mod union;
 pub mod window;
 pub mod window_aggregate;
 mod window_bin;
+mod window_partitions;
 pub mod window_spec;
 
 pub use aggregate::AggregateOperator;

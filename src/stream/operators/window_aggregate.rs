@@ -1,9 +1,10 @@
 //! GROUP BY over TUMBLE, HOP or CUMULATE windows with EMIT ON WINDOW CLOSE
 //! and no allowed lateness: each window's groups live in a vectorised
-//! `WindowBin` keyed by window end. A batch's rows are split by window end
-//! (a batch touches few windows) and each part goes to its bin in one call
-//! per aggregate; when the watermark reaches a window's end its bin becomes
-//! one output batch and is dropped. Rows arriving under a watermark at or
+//! `WindowBin` keyed by window end, one per key partition
+//! (`window_partitions`, updated in parallel). A batch's rows are split by
+//! window end (a batch touches few windows) and partition, and each part
+//! goes to its bin in one call per aggregate; when the watermark reaches a
+//! window's end its bins become output batches and are dropped. Rows arriving under a watermark at or
 //! past their window's end are late: counted, and kept in the side output
 //! if the view has one.
 //!
@@ -15,17 +16,18 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, AsArray, UInt32Array};
-use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::{late_row, window_ends, LateHandling, WindowGroup};
-use super::aggregate_calls::{evaluate_arguments, AggregateCall, Arguments};
+use super::aggregate_calls::{evaluate_arguments, AggregateCall};
 use super::aggregate_state::{checkpointed_bins, BinChanges};
-use super::window_bin::{BinRows, BinShape, WindowBin};
+use super::window_bin::{BinShape, WindowBin};
+use super::window_partitions::{Assigned, WindowPartitions};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
@@ -37,8 +39,8 @@ pub struct WindowAggregateOperator {
     /// Group columns then aggregate values.
     schema: SchemaRef,
     shape: BinShape,
-    /// Window end -> its groups.
-    bins: BTreeMap<i64, WindowBin>,
+    /// Window end -> its groups, per key partition.
+    bins: WindowPartitions,
     watermark: Option<i64>,
     late: LateHandling,
     /// Bins changed and closed since the last checkpoint.
@@ -46,12 +48,14 @@ pub struct WindowAggregateOperator {
 }
 
 impl WindowAggregateOperator {
+    /// `partitions`: how many key partitions are updated in parallel.
     pub fn new(
         groups: Vec<Arc<dyn PhysicalExpr>>,
         calls: Vec<AggregateCall>,
         window: WindowGroup,
         schema: SchemaRef,
         late: LateHandling,
+        partitions: usize,
     ) -> Result<Self> {
         let key_schema = Arc::new(schema.project(&(0..groups.len()).collect::<Vec<_>>())?);
         let fields = key_schema
@@ -69,30 +73,11 @@ impl WindowAggregateOperator {
             window,
             schema,
             shape,
-            bins: BTreeMap::new(),
+            bins: WindowPartitions::new(partitions),
             watermark: None,
             late,
             bin_changes: BinChanges::default(),
         })
-    }
-
-    /// The on-time rows of `chunk` by window end; late rows are reported.
-    fn rows_by_window(&self, chunk: &Chunk, keys: &[ArrayRef]) -> Result<BTreeMap<i64, Vec<u32>>> {
-        let mut by_end: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
-        let mut late = Vec::new();
-        for (row, end) in window_ends(&self.window, keys)?.into_iter().enumerate() {
-            let Some(end) = end else { continue };
-            if chunk.diff(row) != 1 {
-                return Err(WeirError::internal("an aggregate received a retraction"));
-            }
-            if let Some(row) = late_row(&self.window, chunk, self.watermark, row, end, 0) {
-                late.push(row);
-                continue;
-            }
-            by_end.entry(end).or_default().push(row as u32);
-        }
-        self.late.report(chunk, &late)?;
-        Ok(by_end)
     }
 
     /// One output batch of a closed window's groups.
@@ -115,31 +100,36 @@ impl WindowAggregateOperator {
     }
 }
 
-/// Argument columns and FILTER masks of the rows at `indices`.
-fn arguments_at(arguments: &[Arguments], indices: &UInt32Array) -> Result<Vec<Arguments>> {
-    arguments
-        .iter()
-        .map(|(columns, mask)| {
-            let columns = take_all(columns, indices)?;
-            let mask = match mask {
-                Some(mask) => Some(take(mask, indices, None)?.as_boolean().clone()),
-                None => None,
-            };
-            Ok((columns, mask))
-        })
-        .collect()
-}
-
-fn take_all(columns: &[ArrayRef], indices: &UInt32Array) -> Result<Vec<ArrayRef>> {
-    columns
-        .iter()
-        .map(|column| Ok(take(column.as_ref(), indices, None)?))
-        .collect()
+/// `rows` of `chunk` (their window `ends`) sorted into on-time rows by
+/// window end and rows late under `watermark`.
+fn assign_rows(
+    window: &WindowGroup,
+    watermark: Option<i64>,
+    chunk: &Chunk,
+    ends: &[Option<i64>],
+    rows: &[u32],
+) -> Result<Assigned> {
+    let mut by_end: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    let mut late = Vec::new();
+    for &row in rows {
+        let Some(end) = ends[row as usize] else {
+            continue;
+        };
+        if chunk.diff(row as usize) != 1 {
+            return Err(WeirError::internal("an aggregate received a retraction"));
+        }
+        if let Some(late_row) = late_row(window, chunk, watermark, row as usize, end, 0) {
+            late.push(late_row);
+            continue;
+        }
+        by_end.entry(end).or_default().push(row);
+    }
+    Ok((by_end, late))
 }
 
 impl Operator for WindowAggregateOperator {
     fn memory_bytes(&self) -> usize {
-        self.bins.values().map(WindowBin::memory_bytes).sum()
+        self.bins.memory_bytes()
     }
 
     fn name(&self) -> &'static str {
@@ -147,56 +137,34 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        let shape = &self.shape;
-        let (bins, watermark) = (&mut self.bins, self.watermark);
+        let (shape, bins) = (&self.shape, &mut self.bins);
         self.bin_changes
-            .checkpoint(state, bins, watermark, |bin| bin.checkpoint(shape))
+            .checkpoint_each(state, self.watermark, |end| bins.checkpoint(shape, end))
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
         let (watermark, bins) = checkpointed_bins(state)?;
         self.watermark = watermark;
         for (end, value) in bins {
-            self.bins
-                .insert(end, WindowBin::restore(&self.shape, value)?);
+            self.bins.restore(&self.shape, end, value)?;
         }
         Ok(())
     }
 
     fn on_batch(&mut self, chunk: Chunk, _output: &mut Output) -> Result<()> {
         let rows = chunk.num_rows();
-        let keys = self
+        let keys: Vec<ArrayRef> = self
             .groups
             .iter()
             .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let arguments = evaluate_arguments(&self.shape.calls, &chunk)?;
-        for (end, members) in self.rows_by_window(&chunk, &keys)? {
-            let taken;
-            let (bin_keys, bin_arguments) = if members.len() == rows {
-                // Every row, in order: no copy.
-                (keys.as_slice(), arguments.as_slice())
-            } else {
-                let indices = UInt32Array::from(members);
-                taken = (
-                    take_all(&keys, &indices)?,
-                    arguments_at(&arguments, &indices)?,
-                );
-                (taken.0.as_slice(), taken.1.as_slice())
-            };
-            let bin = match self.bins.entry(end) {
-                std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::btree_map::Entry::Vacant(entry) => {
-                    entry.insert(WindowBin::new(&self.shape)?)
-                }
-            };
-            bin.update(BinRows {
-                keys: bin_keys,
-                arguments: bin_arguments,
-            })?;
-            self.bin_changes.changed.insert(end);
-        }
-        Ok(())
+        let ends = window_ends(&self.window, &keys)?;
+        let (window, watermark) = (&self.window, self.watermark);
+        let assign = |rows: &[u32]| assign_rows(window, watermark, &chunk, &ends, rows);
+        let (late, changed) = self.bins.update(&self.shape, &keys, &arguments, &assign)?;
+        self.bin_changes.changed.extend(changed);
+        self.late.report(&chunk, &late)
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
@@ -205,11 +173,12 @@ impl Operator for WindowAggregateOperator {
         }
         // Without allowed lateness a window is complete, and takes no more
         // rows, once the watermark reaches its end.
-        let open = self.bins.split_off(&watermark_ns.saturating_add(1));
-        for (end, bin) in std::mem::replace(&mut self.bins, open) {
+        for (end, bins) in self.bins.close(watermark_ns) {
             self.bin_changes.changed.remove(&end);
             self.bin_changes.closed.insert(end);
-            self.emit_bin(bin, output)?;
+            for bin in bins {
+                self.emit_bin(bin, output)?;
+            }
         }
         // Results are final, so the output has a watermark: every later
         // row's window starts at or after the earliest window still open.

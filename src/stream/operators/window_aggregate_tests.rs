@@ -117,9 +117,10 @@ fn handling(late: &Arc<AtomicU64>) -> LateHandling {
     }
 }
 
-fn vectorised(late: &Arc<AtomicU64>) -> WindowAggregateOperator {
+fn vectorised(late: &Arc<AtomicU64>, partitions: usize) -> WindowAggregateOperator {
     let (groups, calls, schema) = parts();
-    WindowAggregateOperator::new(groups, calls, window(), schema, handling(late)).unwrap()
+    let late = handling(late);
+    WindowAggregateOperator::new(groups, calls, window(), schema, late, partitions).unwrap()
 }
 
 fn reference(late: &Arc<AtomicU64>) -> AggregateOperator {
@@ -195,19 +196,20 @@ fn random_chunk(random: &mut Random, now: i64, watermark: Option<i64>) -> Chunk 
     }
 }
 
-/// Checkpoints `operator` into `store`, and when `restore`, replaces it by
-/// a fresh one restored from what the store holds.
+/// Checkpoints `operator` into `store`, and when `restore` is a partition
+/// count, replaces it by a fresh one with that many, restored from what the
+/// store holds.
 fn checkpoint(
     operator: &mut WindowAggregateOperator,
     store: &SledStore,
     late: &Arc<AtomicU64>,
-    restore: bool,
+    restore: Option<usize>,
 ) {
     commit_checkpoint(operator, store);
-    if !restore {
+    let Some(partitions) = restore else {
         return;
-    }
-    let mut restored = vectorised(late);
+    };
+    let mut restored = vectorised(late, partitions);
     restored.restore(&stored_state(store)).unwrap();
     *operator = restored;
 }
@@ -219,7 +221,10 @@ fn equals_the_row_at_a_time_aggregate_across_checkpoints() {
         let store = SledStore::open(directory.path()).unwrap();
         let (late, reference_late) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let (mut operator, mut expected) = (vectorised(&late), reference(&reference_late));
+        // 1 to 3 partitions, and a restore may change the number.
+        let partitions = 1 + seed as usize % 3;
+        let mut operator = vectorised(&late, partitions);
+        let mut expected = reference(&reference_late);
         let mut watermark = None;
         let mut emitted = 0;
         for step in 0..200i64 {
@@ -238,7 +243,7 @@ fn equals_the_row_at_a_time_aggregate_across_checkpoints() {
             }
             if random.below(5) == 0 {
                 // Half the time the checkpointed operator goes on itself.
-                let restore = random.below(2) == 0;
+                let restore = (random.below(2) == 0).then(|| 1 + random.below(3) as usize);
                 checkpoint(&mut operator, &store, &late, restore);
             }
             emitted += expected_output.len();
@@ -260,18 +265,44 @@ fn closed_windows_leave_no_state_and_no_checkpoint_entry() {
     let late = Arc::new(AtomicU64::new(0));
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    let mut operator = vectorised(&late);
+    let mut operator = vectorised(&late, 2);
     let mut random = Random(7);
     let mut output = Vec::new();
     for step in 0..50 {
         let chunk = random_chunk(&mut random, step * 3, None);
         operator.on_batch(chunk, &mut output).unwrap();
     }
-    checkpoint(&mut operator, &store, &late, true);
+    checkpoint(&mut operator, &store, &late, Some(2));
     assert!(operator.memory_bytes() > 0);
     operator.on_watermark(1_000, &mut output).unwrap();
-    assert!(operator.bins.is_empty());
-    checkpoint(&mut operator, &store, &late, true);
+    assert_eq!(operator.memory_bytes(), 0);
+    checkpoint(&mut operator, &store, &late, Some(2));
     let left: Vec<_> = store.scan_prefix(b"op/bin/").unwrap();
     assert!(left.is_empty(), "{} closed bins still stored", left.len());
+}
+
+/// Batches big enough to be added by several threads give the same windows
+/// as one partition.
+#[test]
+fn partitions_on_threads_give_the_same_windows() {
+    let (one_late, many_late) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut one = vectorised(&one_late, 1);
+    let mut many = vectorised(&many_late, 4);
+    let mut random = Random(11);
+    let (mut one_output, mut many_output) = (Vec::new(), Vec::new());
+    for step in 0..20i64 {
+        let chunks: Vec<RecordBatch> = (0..200)
+            .map(|i| random_chunk(&mut random, step * 30 + i / 10, None).rows)
+            .collect();
+        let rows = datafusion::arrow::compute::concat_batches(&input_schema(), &chunks).unwrap();
+        assert!(rows.num_rows() > 2048, "big enough for threads");
+        let chunk = Chunk::inserts(rows);
+        one.on_batch(chunk.clone(), &mut one_output).unwrap();
+        many.on_batch(chunk, &mut many_output).unwrap();
+        one.on_watermark(step * 30 - 5, &mut one_output).unwrap();
+        many.on_watermark(step * 30 - 5, &mut many_output).unwrap();
+    }
+    let expected = lines(&one_output);
+    assert!(expected.len() > 100);
+    assert_eq!(lines(&many_output), expected);
 }

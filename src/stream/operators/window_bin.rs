@@ -21,7 +21,7 @@ use datafusion::physical_plan::aggregates::group_values::{new_group_values, Grou
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 
 use super::aggregate_calls::AggregateCall;
-use super::aggregate_state::{decode_state, encode_state, state_widths};
+use super::aggregate_state::state_widths;
 use crate::error::Result;
 
 /// What every bin of one operator shares: the key columns' schema, the
@@ -58,6 +58,16 @@ fn groups_accumulator(call: &AggregateCall) -> Result<Box<dyn GroupsAccumulator>
     })))
 }
 
+/// The key columns of a checkpointed bin's batch (its first column holds
+/// them in row format).
+pub fn checkpointed_keys(batch: &RecordBatch, shape: &BinShape) -> Result<Vec<ArrayRef>> {
+    let parser = shape.converter.parser();
+    let encoded = batch.column(0).as_binary::<i32>();
+    Ok(shape
+        .converter
+        .convert_rows(encoded.iter().flatten().map(|key| parser.parse(key)))?)
+}
+
 impl WindowBin {
     pub fn new(shape: &BinShape) -> Result<Self> {
         Ok(WindowBin {
@@ -92,8 +102,9 @@ impl WindowBin {
         Ok((keys, values))
     }
 
-    /// The checkpoint entry of the bin; the bin is rebuilt from it.
-    pub fn checkpoint(&mut self, shape: &BinShape) -> Result<Vec<u8>> {
+    /// The bin's checkpoint as columns (keys in row format, then each
+    /// call's state columns); the bin is rebuilt from them.
+    pub fn checkpoint_columns(&mut self, shape: &BinShape) -> Result<(BinaryArray, Vec<ArrayRef>)> {
         let keys = self.keys.emit(EmitTo::All)?;
         let mut states = Vec::new();
         for accumulator in &mut self.accumulators {
@@ -104,29 +115,16 @@ impl WindowBin {
         *self = rebuilt;
         let rows = shape.converter.convert_columns(&keys)?;
         let encoded = BinaryArray::from_iter_values(rows.iter().map(|row| row.data().to_vec()));
-        encode_state(encoded, states)
-    }
-
-    /// A bin as a checkpoint entry wrote it.
-    pub fn restore(shape: &BinShape, value: &[u8]) -> Result<Self> {
-        let mut bin = WindowBin::new(shape)?;
-        for batch in decode_state(&shape.calls, value)? {
-            bin.merge_checkpointed(&batch, shape)?;
-        }
-        Ok(bin)
-    }
-
-    fn merge_checkpointed(&mut self, batch: &RecordBatch, shape: &BinShape) -> Result<()> {
-        let parser = shape.converter.parser();
-        let encoded = batch.column(0).as_binary::<i32>();
-        let keys = shape
-            .converter
-            .convert_rows(encoded.iter().flatten().map(|key| parser.parse(key)))?;
-        self.merge(&keys, &batch.columns()[1..], shape)
+        Ok((encoded, states))
     }
 
     /// Merges other state (key columns, each call's state columns) in.
-    fn merge(&mut self, keys: &[ArrayRef], states: &[ArrayRef], shape: &BinShape) -> Result<()> {
+    pub fn merge(
+        &mut self,
+        keys: &[ArrayRef],
+        states: &[ArrayRef],
+        shape: &BinShape,
+    ) -> Result<()> {
         if keys.first().is_none_or(|column| column.is_empty()) {
             return Ok(());
         }
