@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::message::Chunk;
+use log::LogPosition;
 pub use scan::ViewRows;
 use versions::Versions;
 
@@ -46,8 +47,11 @@ pub struct ViewResult {
     /// change in the total); queries see them once `publish` runs.
     staged: Mutex<Staged>,
     readers: Arc<Readers>,
-    /// Entries of the log layout as of the last commit.
-    committed_entries: Arc<AtomicU64>,
+    /// Where the log layout stands as of the last commit.
+    log_position: Arc<Mutex<LogPosition>>,
+    /// The last committed log entry's rows while it is small enough to
+    /// take more (see `log`).
+    log_tail: Mutex<Option<datafusion::arrow::record_batch::RecordBatch>>,
     /// Rows (with repeats) as of the committed epoch.
     total_rows: AtomicI64,
     /// The view's output watermark, when its rows are final (EMIT ON
@@ -66,6 +70,8 @@ struct Staged {
     changed: bool,
     /// Log entries staged (log layout).
     entries: u64,
+    /// The log's last entry as staged: its sequence number and rows.
+    tail: Option<(u64, datafusion::arrow::record_batch::RecordBatch)>,
     /// Count change by row; empty once `in_store` (multiset layout).
     rows: BTreeMap<Vec<u8>, i64>,
     total: i64,
@@ -171,6 +177,10 @@ struct ViewHead {
     /// Committed entries of the log layout.
     #[serde(default)]
     entries: u64,
+    /// Rows of the last entry that are committed (it may hold more, written
+    /// by a statement that then failed); None: all of them.
+    #[serde(default)]
+    last_entry_rows: Option<u64>,
     /// The last committed epoch.
     epoch: u64,
     rows: i64,
@@ -247,11 +257,16 @@ impl ViewResult {
             aborted.extend(head.pending);
             state.aborted = Arc::new(aborted);
         }
+        let position = LogPosition {
+            entries: head.entries,
+            last_entry_rows: head.last_entry_rows,
+        };
         Ok(ViewResult {
             id,
+            log_position: Arc::new(Mutex::new(position)),
+            log_tail: Mutex::new(log::load_tail(&*store, id, &schema, position)?),
             schema,
             layout: head.layout,
-            committed_entries: Arc::new(AtomicU64::new(head.entries)),
             converter,
             store,
             staged: Mutex::new(Staged::default()),
@@ -275,9 +290,11 @@ impl ViewResult {
     /// so its layout is fixed before any rows are.
     pub fn head_write(&self) -> Result<WriteBatch> {
         let state = self.readers.lock();
+        let position = self.log_position();
         let head = ViewHead {
             layout: self.layout,
-            entries: self.committed_entries.load(Ordering::Acquire),
+            entries: position.entries,
+            last_entry_rows: position.last_entry_rows,
             epoch: state.committed,
             rows: self.total_rows.load(Ordering::Acquire),
             aborted: state.aborted.to_vec(),
@@ -344,10 +361,7 @@ impl ViewResult {
         self.total_rows.fetch_add(taken.total, Ordering::AcqRel);
         match self.layout {
             RowLayout::Multiset => self.readers.lock().committed = taken.epoch,
-            RowLayout::Log => {
-                self.committed_entries
-                    .fetch_add(taken.entries, Ordering::AcqRel);
-            }
+            RowLayout::Log => self.publish_log(taken.entries, taken.tail),
         }
     }
 

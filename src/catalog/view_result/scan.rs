@@ -3,8 +3,7 @@
 //! for a log the entries committed when the read starts, in emit order.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -13,7 +12,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::PartitionStream;
 
-use super::log::LogBatches;
+use super::log::{LogBatches, LogPosition};
 use super::versions::Versions;
 use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, RowLayout, ViewResult};
 use crate::error::Result;
@@ -28,7 +27,7 @@ pub struct ViewRows {
     store: Arc<dyn StateStore>,
     readers: Arc<Readers>,
     layout: RowLayout,
-    committed_entries: Arc<AtomicU64>,
+    log_position: Arc<Mutex<LogPosition>>,
     view_id: u64,
     /// The view's full schema (what the stored rows decode to).
     stored_schema: SchemaRef,
@@ -54,7 +53,7 @@ impl ViewRows {
             store: result.store.clone(),
             readers: result.readers.clone(),
             layout: result.layout,
-            committed_entries: result.committed_entries.clone(),
+            log_position: result.log_position.clone(),
             view_id: result.id,
             stored_schema: result.schema.clone(),
             projection,
@@ -69,7 +68,7 @@ impl ViewRows {
             RowLayout::Log => RowBatches::Log(LogBatches::new(
                 &self.store,
                 self.view_id,
-                self.committed_entries.load(Ordering::Acquire),
+                *self.log_position.lock().unwrap_or_else(|p| p.into_inner()),
                 self.projection.clone(),
             )),
         })
