@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::TestServer;
-use tokio_postgres::{Client, SimpleQueryMessage};
+use common::{execute_all, sorted_rows, TestServer};
+use tokio_postgres::Client;
 
 const SETUP: &str = "
     CREATE TABLE web (user_id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND) APPEND ONLY;
@@ -48,39 +48,25 @@ fn statements(from: u64, to: u64) -> Vec<String> {
         .collect()
 }
 
-async fn run(client: &Client, statements: &[String]) {
-    for statement in statements {
-        client.batch_execute(statement).await.unwrap();
-    }
-}
-
-/// Both views' rows, as sorted text.
+/// The views' rows, as sorted text.
 async fn snapshot(client: &Client) -> Vec<String> {
     let mut lines = Vec::new();
     for view in ["per_window", "per_user", "events"] {
-        for message in client
-            .simple_query(&format!("SELECT * FROM {view}"))
-            .await
-            .unwrap()
-        {
-            if let SimpleQueryMessage::Row(row) = message {
-                let values: Vec<&str> = (0..row.len())
-                    .map(|i| row.get(i).unwrap_or("NULL"))
-                    .collect();
-                lines.push(format!("{view}: {}", values.join(" | ")));
-            }
-        }
+        let rows = sorted_rows(client, &format!("SELECT * FROM {view}")).await;
+        lines.extend(
+            rows.iter()
+                .map(|row| format!("{view}: {}", row.join(" | "))),
+        );
     }
-    lines.sort();
     lines
 }
 
 async fn first_part(client: &Client) {
     client.batch_execute(SETUP).await.unwrap();
-    run(client, &statements(0, 20)).await;
+    execute_all(client, &statements(0, 20)).await;
     // A checkpoint lands here; what follows is replayed after the crash.
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    run(client, &statements(20, 40)).await;
+    execute_all(client, &statements(20, 40)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,9 +75,9 @@ async fn a_union_continues_after_kill_9_like_an_uninterrupted_run() {
     let client = reference.connect().await;
     first_part(&client).await;
     let expected_at_crash = snapshot(&client).await;
-    run(&client, &statements(40, 55)).await;
+    execute_all(&client, &statements(40, 55)).await;
     let expected_at_second_crash = snapshot(&client).await;
-    run(&client, &statements(55, 80)).await;
+    execute_all(&client, &statements(55, 80)).await;
     let expected_final = snapshot(&client).await;
     assert!(
         expected_final
@@ -113,7 +99,7 @@ async fn a_union_continues_after_kill_9_like_an_uninterrupted_run() {
     let mut restarted = TestServer::start_with(&data_dir, &checkpoints);
     let client = restarted.connect().await;
     assert_eq!(snapshot(&client).await, expected_at_crash);
-    run(&client, &statements(40, 55)).await;
+    execute_all(&client, &statements(40, 55)).await;
     // Killed just after a checkpoint: nothing to replay, so only the
     // checkpointed watermarks of the union judge the next (late) rows.
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
@@ -122,6 +108,6 @@ async fn a_union_continues_after_kill_9_like_an_uninterrupted_run() {
     let restarted = TestServer::start_with(&data_dir, &checkpoints);
     let client = restarted.connect().await;
     assert_eq!(snapshot(&client).await, expected_at_second_crash);
-    run(&client, &statements(55, 80)).await;
+    execute_all(&client, &statements(55, 80)).await;
     assert_eq!(snapshot(&client).await, expected_final);
 }

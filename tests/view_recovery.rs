@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{kill_after, Lcg, TestServer};
+use common::{execute_all, kill_after, Lcg, TestServer};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 const SETUP: &str = "
@@ -121,12 +121,6 @@ fn insert_statements(from: u64, to: u64) -> Vec<String> {
         .collect()
 }
 
-async fn run(client: &Client, statements: &[String]) {
-    for statement in statements {
-        client.batch_execute(statement).await.unwrap();
-    }
-}
-
 /// Every view's rows and late count, as text, in a fixed order.
 async fn snapshot(client: &Client) -> Vec<String> {
     let mut lines = Vec::new();
@@ -165,9 +159,9 @@ async fn views_survive_kill_9_and_continue_like_an_uninterrupted_run() {
     let reference = TestServer::start();
     let client = reference.connect().await;
     client.batch_execute(&setup_sql()).await.unwrap();
-    run(&client, &before_crash).await;
+    execute_all(&client, &before_crash).await;
     let expected_at_crash = snapshot(&client).await;
-    run(&client, &after_crash).await;
+    execute_all(&client, &after_crash).await;
     let expected_final = snapshot(&client).await;
     assert!(expected_final.iter().any(|line| line.starts_with("busy:")));
     assert!(expected_final
@@ -179,13 +173,13 @@ async fn views_survive_kill_9_and_continue_like_an_uninterrupted_run() {
     let mut crashing = TestServer::start_on(&data_dir);
     let client = crashing.connect().await;
     client.batch_execute(&setup_sql()).await.unwrap();
-    run(&client, &before_crash).await;
+    execute_all(&client, &before_crash).await;
     crashing.kill();
 
     let restarted = TestServer::start_on(&data_dir);
     let client = restarted.connect().await;
     assert_eq!(snapshot(&client).await, expected_at_crash);
-    run(&client, &after_crash).await;
+    execute_all(&client, &after_crash).await;
     assert_eq!(snapshot(&client).await, expected_final);
 }
 
@@ -204,7 +198,7 @@ async fn random_kills_never_lose_or_double_count_rows() {
     let reference = TestServer::start();
     let client = reference.connect().await;
     client.batch_execute(&setup_sql()).await.unwrap();
-    run(&client, &statements).await;
+    execute_all(&client, &statements).await;
     let expected = snapshot(&client).await;
     // A side output may be empty; every other view must not be.
     for view in views()
@@ -236,7 +230,7 @@ async fn random_kills_never_lose_or_double_count_rows() {
         let client = server.connect().await;
         let next = committed_statements(&client).await;
         if kills == 10 {
-            run(&client, &statements[next..]).await;
+            execute_all(&client, &statements[next..]).await;
             let actual = snapshot(&client).await;
             let missing: Vec<_> = expected.iter().filter(|l| !actual.contains(l)).collect();
             let extra: Vec<_> = actual.iter().filter(|l| !expected.contains(l)).collect();

@@ -138,6 +138,16 @@ impl Drop for TestServer {
     }
 }
 
+/// Runs each statement in turn; panics on the first error.
+pub async fn execute_all(client: &tokio_postgres::Client, statements: &[String]) {
+    for statement in statements {
+        client
+            .batch_execute(statement)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+}
+
 /// A query's rows as text (NULL for null), sorted.
 pub async fn sorted_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
