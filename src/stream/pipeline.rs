@@ -173,15 +173,18 @@ impl ViewPipeline {
         // so what an operator makes of one batch (a HOP window's five rows
         // per event) is gone before the next batch is read.
         let mut through = Vec::new();
+        let reading: Vec<usize> = (0..self.branches.len())
+            .filter(|&index| self.branches[index].input == input)
+            .collect();
+        let Some((last, others)) = reading.split_last() else {
+            return Ok(Vec::new());
+        };
         for message in messages {
-            for index in 0..self.branches.len() {
-                if self.branches[index].input != input {
-                    continue;
-                }
-                let step = self.run_branch(index, message.clone(), checkpoint)?;
-                let step = self.run_union(index, step, checkpoint)?;
-                through.extend(self.run_tail(step, checkpoint)?);
+            // Only a table read by several branches needs copies.
+            for &index in others {
+                self.run_message(index, message.clone(), checkpoint, &mut through)?;
             }
+            self.run_message(*last, message, checkpoint, &mut through)?;
         }
         let current = through;
         let barrier = current.iter().any(|m| matches!(m, Message::Barrier(_)));
@@ -202,6 +205,20 @@ impl ViewPipeline {
             late.changes.extend(barriers.cloned());
         }
         run(&mut self.sink, current)
+    }
+
+    /// One message through branch `index`, the union and the rest.
+    fn run_message(
+        &mut self,
+        index: usize,
+        message: Message,
+        checkpoint: &mut WriteBatch,
+        through: &mut Vec<Message>,
+    ) -> Result<()> {
+        let step = self.run_branch(index, message, checkpoint)?;
+        let step = self.run_union(index, step, checkpoint)?;
+        through.extend(self.run_tail(step, checkpoint)?);
+        Ok(())
     }
 
     fn run_branch(
