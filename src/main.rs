@@ -73,8 +73,10 @@ struct BenchOptions {
     /// Events per append (one durable commit each).
     #[arg(long, default_value_t = 100_000)]
     batch_rows: usize,
-    /// Which scenario to run; `all` runs the baseline (no view), TUMBLE and
-    /// HOP; `recovery` (only on its own) times restarts after a bulk load.
+    /// Which scenario to run; `all` runs the baseline (no view) and the
+    /// window scenarios; `keyed` the side-by-side queries (keyed by
+    /// auction, with COUNT DISTINCT); `recovery` times restarts after a
+    /// bulk load.
     #[arg(long, value_enum, default_value_t = ScenarioChoice::All)]
     scenario: ScenarioChoice,
     /// How often the events/s scenarios checkpoint in the background while
@@ -100,6 +102,11 @@ enum ScenarioChoice {
     Cumulate,
     Session,
     ManySessions,
+    /// The three side-by-side queries over Nexmark-shaped bids.
+    Keyed,
+    KeyedTumble,
+    KeyedHop,
+    KeyedSession,
     Recovery,
 }
 
@@ -113,6 +120,10 @@ impl ScenarioChoice {
             ScenarioChoice::Cumulate => vec![Scenario::Cumulate],
             ScenarioChoice::Session => vec![Scenario::Session],
             ScenarioChoice::ManySessions => vec![Scenario::ManySessions],
+            ScenarioChoice::Keyed => Scenario::KEYED.to_vec(),
+            ScenarioChoice::KeyedTumble => vec![Scenario::KeyedTumble],
+            ScenarioChoice::KeyedHop => vec![Scenario::KeyedHop],
+            ScenarioChoice::KeyedSession => vec![Scenario::KeyedSession],
             ScenarioChoice::Recovery => vec![Scenario::Recovery],
         }
     }

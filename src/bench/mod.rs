@@ -11,25 +11,21 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{Array, ArrayRef, Int64Array, TimestampNanosecondArray};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::record_batch::RecordBatch;
 use futures::TryStreamExt;
+
+mod generator;
+mod scenarios;
+
+pub use generator::{BidGenerator, EventGenerator};
+pub use scenarios::Scenario;
+use scenarios::{Input, Window};
 
 use crate::catalog::table::TableLog;
 use crate::engine::Engine;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::session::{Outcome, Session};
-
-const TABLE_NAME: &str = "events";
-const TABLE_SQL: &str = "CREATE TABLE events (auction BIGINT, price BIGINT, ts TIMESTAMP, \
-     WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) APPEND ONLY";
-
-/// Every view groups by window and auction bucket with the same aggregates,
-/// so the scenarios differ only in the window function.
-const VIEW_SELECT: &str = "SELECT window_start, auction % 100 AS bucket, \
-     COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top";
-const VIEW_GROUP_BY: &str = "GROUP BY window_start, auction % 100 EMIT ON WINDOW CLOSE";
 
 /// Every column BIGINT, so one reader serves both system tables.
 const CHECKPOINTS_SQL: &str = "SELECT count(*), CAST(avg(duration_us) AS BIGINT), max(bytes) \
@@ -37,20 +33,6 @@ const CHECKPOINTS_SQL: &str = "SELECT count(*), CAST(avg(duration_us) AS BIGINT)
 const RECOVERY_SQL: &str =
     "SELECT from_epoch, duration_us, rows_replayed FROM weir_catalog.recovery";
 
-/// 2024-01-01T00:00:00Z: a fixed start keeps runs comparable.
-const START_NS: i64 = 1_704_067_200_000_000_000;
-const NANOS_PER_MILLI: i64 = 1_000_000;
-/// 1000 events per simulated second: one event per simulated millisecond.
-const EVENT_SPACING_NS: i64 = NANOS_PER_MILLI;
-/// Every event arrives up to this much behind its slot, so neighbours are
-/// out of order but within the 5 s watermark delay.
-const JITTER_MS: u64 = 500;
-/// One event in this many is a straggler, behind by more than the watermark
-/// delay, so the late-row path is exercised too.
-const STRAGGLER_EVERY: u64 = 1_000;
-const STRAGGLER_DELAY_MS: i64 = 8_000;
-const AUCTIONS: u64 = 10_000;
-const MAX_PRICE: u64 = 1_000_000;
 const SEED: u64 = 2024;
 
 /// A periodic checkpoint in flight holds the engine until it commits, and
@@ -58,126 +40,6 @@ const SEED: u64 = 2024;
 /// milliseconds, so a minute means something never let go.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(60);
 const CLOSE_POLL_INTERVAL: Duration = Duration::from_millis(10);
-
-/// What a benchmark run measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scenario {
-    /// The table alone: append, fsync, in-memory copy; no view.
-    Baseline,
-    /// A TUMBLE view (10 s windows): each event lands in one window.
-    Tumble,
-    /// A HOP view (10 s windows every 2 s): each event lands in five.
-    Hop,
-    /// A CUMULATE view (10 s periods in 2 s steps): each event lands in 1-5.
-    Cumulate,
-    /// A SESSION view per auction bucket (500 ms gap): sessions merge and close.
-    Session,
-    /// A SESSION view per auction (10,000 keys, 5 s gap): ~1.6 events per
-    /// session, so as many result rows as sessions.
-    ManySessions,
-    /// Both views, a bulk load, then the time `Engine::open` takes to be
-    /// ready again, from a checkpoint and from the whole history.
-    Recovery,
-}
-
-impl Scenario {
-    /// What `--scenario all` runs: the events/s scenarios, whose figures are
-    /// comparable with each other. Recovery prints another table.
-    pub const THROUGHPUT: [Scenario; 5] = [
-        Scenario::Baseline,
-        Scenario::Tumble,
-        Scenario::Hop,
-        Scenario::Cumulate,
-        Scenario::Session,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::Baseline => "baseline",
-            Scenario::Tumble => "tumble",
-            Scenario::Hop => "hop",
-            Scenario::Cumulate => "cumulate",
-            Scenario::Session => "session",
-            Scenario::ManySessions => "many-sessions",
-            Scenario::Recovery => "recovery",
-        }
-    }
-
-    fn windows(self) -> &'static [Window] {
-        match self {
-            Scenario::Baseline => &[],
-            Scenario::Tumble => &[Window::Tumble],
-            Scenario::Hop => &[Window::Hop],
-            Scenario::Cumulate => &[Window::Cumulate],
-            Scenario::Session => &[Window::Session],
-            Scenario::ManySessions => &[Window::SessionPerAuction],
-            Scenario::Recovery => &[Window::Tumble, Window::Hop],
-        }
-    }
-}
-
-/// The window function of one benchmark view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Window {
-    Tumble,
-    Hop,
-    Cumulate,
-    Session,
-    SessionPerAuction,
-}
-
-impl Window {
-    fn view_name(self) -> &'static str {
-        match self {
-            Window::Tumble => "bench_tumble",
-            Window::Hop => "bench_hop",
-            Window::Cumulate => "bench_cumulate",
-            Window::Session => "bench_session",
-            Window::SessionPerAuction => "bench_sessions_per_auction",
-        }
-    }
-
-    fn view_sql(self) -> String {
-        let window = match self {
-            Window::Tumble => "TUMBLE(events, ts, INTERVAL '10' SECOND)",
-            Window::Hop => "HOP(events, ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)",
-            // Windows of a period share their start: these group by end.
-            Window::Cumulate => {
-                return format!(
-                    "CREATE MATERIALIZED VIEW {} AS SELECT window_end, auction % 100 AS bucket, \
-                     COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top \
-                     FROM CUMULATE(events, ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND) \
-                     GROUP BY window_end, auction % 100 EMIT ON WINDOW CLOSE",
-                    self.view_name()
-                )
-            }
-            // Per auction bucket (an event every ~100 ms each) with a 500 ms
-            // gap: sessions of ~150 events that merge and close all along.
-            Window::Session => {
-                return format!(
-                    "CREATE MATERIALIZED VIEW {} AS SELECT auction % 100 AS bucket, window_start, \
-                     window_end, COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top \
-                     FROM SESSION(events, ts, INTERVAL '500' MILLISECOND) \
-                     GROUP BY auction % 100, window_start, window_end EMIT ON WINDOW CLOSE",
-                    self.view_name()
-                )
-            }
-            Window::SessionPerAuction => {
-                return format!(
-                    "CREATE MATERIALIZED VIEW {} AS SELECT auction, window_start, window_end, \
-                     COUNT(*) AS n, SUM(price) AS total, MAX(price) AS top \
-                     FROM SESSION(events, ts, INTERVAL '5' SECOND) \
-                     GROUP BY auction, window_start, window_end EMIT ON WINDOW CLOSE",
-                    self.view_name()
-                )
-            }
-        };
-        format!(
-            "CREATE MATERIALIZED VIEW {} AS {VIEW_SELECT} FROM {window} {VIEW_GROUP_BY}",
-            self.view_name()
-        )
-    }
-}
 
 /// The sizes and scenarios of one `weir bench` run.
 #[derive(Debug, Clone)]
@@ -486,13 +348,20 @@ async fn measure_with(
     engine: &Arc<Engine>,
 ) -> Result<Measurement> {
     let session = Session::new(engine.clone());
-    create_relations(&session, scenario.windows()).await?;
+    let input = scenario.input();
+    create_relations(&session, input, scenario.windows()).await?;
     if let Some(interval) = workload.checkpoint_interval {
         engine.start_checkpoints(interval);
     }
-    let log = events_table(engine)?;
-    let batches =
-        EventGenerator::new(SEED).batches(log.schema(), workload.rows, workload.batch_rows)?;
+    let log = table(engine, input)?;
+    let batches = match input {
+        Input::Events => {
+            EventGenerator::new(SEED).batches(log.schema(), workload.rows, workload.batch_rows)?
+        }
+        Input::Bids => {
+            BidGenerator::new(SEED).batches(log.schema(), workload.rows, workload.batch_rows)?
+        }
+    };
     let batch_count = batches.len() as u64;
     let elapsed = append_all(&log, batches).await?;
     Ok(Measurement {
@@ -562,8 +431,8 @@ async fn load_before_restart(
 ) -> Result<(Option<CheckpointSummary>, Vec<ViewCounts>)> {
     let windows = Scenario::Recovery.windows();
     let session = Session::new(engine.clone());
-    create_relations(&session, windows).await?;
-    let log = events_table(engine)?;
+    create_relations(&session, Input::Events, windows).await?;
+    let log = table(engine, Input::Events)?;
     let mut generator = EventGenerator::new(SEED);
     let bulk = generator.batches(log.schema(), workload.rows, workload.batch_rows)?;
     append_all(&log, bulk).await?;
@@ -591,7 +460,7 @@ async fn inspect_after_restart(
 ) -> Result<(RecoveryFigures, u64, Vec<ViewCounts>)> {
     let session = Session::new(engine.clone());
     let recovery = RecoveryFigures::from_row(&first_row(&session, RECOVERY_SQL).await?)?;
-    let table_rows = events_table(engine)?.row_count() as u64;
+    let table_rows = table(engine, Input::Events)?.row_count() as u64;
     let views = view_counts(engine, Scenario::Recovery.windows())?;
     Ok((recovery, table_rows, views))
 }
@@ -642,19 +511,20 @@ fn refuse_existing_database(directory: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn create_relations(session: &Session, windows: &[Window]) -> Result<()> {
-    query(session, TABLE_SQL).await?;
+async fn create_relations(session: &Session, input: Input, windows: &[Window]) -> Result<()> {
+    query(session, input.table_sql()).await?;
     for window in windows {
         query(session, &window.view_sql()).await?;
     }
     Ok(())
 }
 
-fn events_table(engine: &Engine) -> Result<Arc<TableLog>> {
+fn table(engine: &Engine, input: Input) -> Result<Arc<TableLog>> {
+    let name = input.table_name();
     engine
         .catalog()
-        .table(TABLE_NAME)
-        .ok_or_else(|| WeirError::undefined_table(TABLE_NAME))
+        .table(name)
+        .ok_or_else(|| WeirError::undefined_table(name))
 }
 
 fn view_counts(engine: &Engine, windows: &[Window]) -> Result<Vec<ViewCounts>> {
@@ -719,182 +589,19 @@ async fn append_all(log: &Arc<TableLog>, batches: Vec<RecordBatch>) -> Result<Du
     Ok(started.elapsed())
 }
 
-/// Auction events with mostly increasing timestamps, the same for the same
-/// seed so every scenario and every run sees identical input.
-pub struct EventGenerator {
-    next_event: u64,
-    random: SplitMix64,
-}
-
-impl EventGenerator {
-    pub fn new(seed: u64) -> Self {
-        EventGenerator {
-            next_event: 0,
-            random: SplitMix64(seed),
-        }
-    }
-
-    /// The next `rows` events in batches of at most `batch_rows`, generated
-    /// up front so that timing the appends times nothing else.
-    pub fn batches(
-        &mut self,
-        schema: SchemaRef,
-        rows: u64,
-        batch_rows: usize,
-    ) -> Result<Vec<RecordBatch>> {
-        if batch_rows == 0 {
-            return Err(WeirError::new(
-                sqlstate::INVALID_PARAMETER_VALUE,
-                "batches need at least one row each",
-            ));
-        }
-        let mut batches = Vec::new();
-        let mut remaining = rows;
-        while remaining > 0 {
-            let size = remaining.min(batch_rows as u64) as usize;
-            batches.push(self.batch(schema.clone(), size)?);
-            remaining -= size as u64;
-        }
-        Ok(batches)
-    }
-
-    /// The next `rows` events as a batch of `schema` (auction, price, ts).
-    pub fn batch(&mut self, schema: SchemaRef, rows: usize) -> Result<RecordBatch> {
-        let mut auctions = Vec::with_capacity(rows);
-        let mut prices = Vec::with_capacity(rows);
-        let mut timestamps = Vec::with_capacity(rows);
-        for _ in 0..rows {
-            auctions.push(self.random.below(AUCTIONS) as i64);
-            prices.push(1 + self.random.below(MAX_PRICE) as i64);
-            timestamps.push(self.next_timestamp_ns());
-        }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(auctions)),
-            Arc::new(Int64Array::from(prices)),
-            Arc::new(TimestampNanosecondArray::from(timestamps)),
-        ];
-        Ok(RecordBatch::try_new(schema, columns)?)
-    }
-
-    fn next_timestamp_ns(&mut self) -> i64 {
-        let slot_ns = START_NS + self.next_event as i64 * EVENT_SPACING_NS;
-        let jitter_ms = self.random.below(JITTER_MS + 1) as i64;
-        let straggler_ms = if self.next_event % STRAGGLER_EVERY == STRAGGLER_EVERY - 1 {
-            STRAGGLER_DELAY_MS
-        } else {
-            0
-        };
-        self.next_event += 1;
-        slot_ns - (jitter_ms + straggler_ms) * NANOS_PER_MILLI
-    }
-}
-
-/// SplitMix64: a tiny, well-mixed deterministic generator; benchmarks need
-/// repeatable input, not cryptographic randomness.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut mixed = self.0;
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        mixed ^ (mixed >> 31)
-    }
-
-    /// A value in `0..bound`; the modulo bias is negligible for small bounds.
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-
-    fn events_schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("auction", DataType::Int64, true),
-            Field::new("price", DataType::Int64, true),
-            Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), true),
-        ]))
-    }
-
-    fn timestamps(batch: &RecordBatch) -> Vec<i64> {
-        let column = batch.column(2).as_any();
-        let array = column.downcast_ref::<TimestampNanosecondArray>().unwrap();
-        array.values().to_vec()
-    }
-
-    #[test]
-    fn generator_is_deterministic_and_sized() {
-        let first = EventGenerator::new(7)
-            .batch(events_schema(), 2_500)
-            .unwrap();
-        let second = EventGenerator::new(7)
-            .batch(events_schema(), 2_500)
-            .unwrap();
-        assert_eq!(first.num_rows(), 2_500);
-        assert_eq!(first, second);
-        let other_seed = EventGenerator::new(8)
-            .batch(events_schema(), 2_500)
-            .unwrap();
-        assert_ne!(first, other_seed);
-    }
-
-    #[test]
-    fn timestamps_advance_with_a_few_stragglers() {
-        let batch = EventGenerator::new(7)
-            .batch(events_schema(), 3_000)
-            .unwrap();
-        let timestamps = timestamps(&batch);
-        let out_of_order = timestamps
-            .windows(2)
-            .filter(|pair| pair[1] < pair[0])
-            .count();
-        assert!(out_of_order > 0, "jitter puts some neighbours out of order");
-        // Events 500 and 2500 are two simulated seconds apart, more than
-        // the jitter, and neither is a straggler.
-        assert!(
-            timestamps[2_500] > timestamps[500],
-            "time moves forward overall"
-        );
-        let stragglers = timestamps
-            .iter()
-            .enumerate()
-            .filter(|(event, &ts)| {
-                let slot_ns = START_NS + *event as i64 * EVENT_SPACING_NS;
-                slot_ns - ts > JITTER_MS as i64 * NANOS_PER_MILLI
-            })
-            .count();
-        assert_eq!(stragglers, 3);
-    }
 
     #[test]
     fn every_scenario_but_the_baseline_has_views() {
-        for scenario in Scenario::THROUGHPUT {
+        for scenario in Scenario::THROUGHPUT.into_iter().chain(Scenario::KEYED) {
             assert_eq!(
                 scenario.windows().is_empty(),
                 scenario == Scenario::Baseline
             );
         }
         assert_eq!(Scenario::Recovery.windows(), &[Window::Tumble, Window::Hop]);
-    }
-
-    #[test]
-    fn batches_continue_the_same_sequence() {
-        let batches = EventGenerator::new(7)
-            .batches(events_schema(), 2_500, 1_000)
-            .unwrap();
-        let sizes: Vec<usize> = batches.iter().map(RecordBatch::num_rows).collect();
-        assert_eq!(sizes, [1_000, 1_000, 500]);
-        let whole = EventGenerator::new(7)
-            .batch(events_schema(), 2_500)
-            .unwrap();
-        let joined =
-            datafusion::arrow::compute::concat_batches(&events_schema(), &batches).unwrap();
-        assert_eq!(joined, whole);
     }
 
     #[test]
