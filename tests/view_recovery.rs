@@ -225,8 +225,14 @@ async fn random_kills_never_lose_or_double_count_rows() {
     let mut random = Lcg(7);
     let mut kills = 0;
     loop {
-        // Frequent checkpoints, so kills land before, during and after them.
-        let mut server = TestServer::start_with(&data_dir, &["--checkpoint-interval-ms", "50"]);
+        // Frequent checkpoints, so kills land before, during and after them;
+        // the partition count changes across restarts (checkpoints do not
+        // depend on it) and the reference ran at 1.
+        let parallelism = ["2", "4", "1"][kills % 3];
+        let mut server = TestServer::start_with(
+            &data_dir,
+            &["--checkpoint-interval-ms", "50", "--parallelism", parallelism],
+        );
         let client = server.connect().await;
         let next = committed_statements(&client).await;
         if kills == 10 {
@@ -281,7 +287,11 @@ async fn kill_during_bulk_load_with_constant_checkpoints_restarts_cleanly() {
     drop(server);
     let mut random = Lcg(11);
     for _ in 0..12 {
-        let mut server = TestServer::start_with(&data_dir, &["--checkpoint-interval-ms", "1"]);
+        // 50,000-row statements: two partitions updated on two threads.
+        let mut server = TestServer::start_with(
+            &data_dir,
+            &["--checkpoint-interval-ms", "1", "--parallelism", "2"],
+        );
         let client = server.connect().await;
         assert_view_matches_table(&client).await;
         let killer = kill_after(&server, 30 + random.below(300));
