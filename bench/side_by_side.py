@@ -103,19 +103,10 @@ def duckdb_child(args):
         elapsed = time.monotonic() - started
         rows = connection.execute("SELECT count(*) FROM result").fetchone()[0]
         results[scenario] = {"query_s": elapsed, "result_rows": rows}
+    from flink_windows import status_kb
+
     results["peak_rss_mb"] = status_kb(os.getpid(), "VmHWM") / 1024
     print(json.dumps(results), flush=True)
-
-
-def status_kb(pid, field):
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def run_duckdb(args, csv_path, out_dir=None):

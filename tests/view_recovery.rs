@@ -231,7 +231,12 @@ async fn random_kills_never_lose_or_double_count_rows() {
         let parallelism = ["2", "4", "1"][kills % 3];
         let mut server = TestServer::start_with(
             &data_dir,
-            &["--checkpoint-interval-ms", "50", "--parallelism", parallelism],
+            &[
+                "--checkpoint-interval-ms",
+                "50",
+                "--parallelism",
+                parallelism,
+            ],
         );
         let client = server.connect().await;
         let next = committed_statements(&client).await;

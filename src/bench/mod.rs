@@ -22,7 +22,7 @@ pub use generator::{BidGenerator, EventGenerator};
 pub use scenarios::Scenario;
 use scenarios::{Input, Window};
 
-use crate::catalog::table::TableLog;
+use crate::connectors::table::TableLog;
 use crate::engine::Engine;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::session::{Outcome, Session};
@@ -522,7 +522,7 @@ async fn create_relations(session: &Session, input: Input, windows: &[Window]) -
 fn table(engine: &Engine, input: Input) -> Result<Arc<TableLog>> {
     let name = input.table_name();
     engine
-        .catalog()
+        .relations()
         .table(name)
         .ok_or_else(|| WeirError::undefined_table(name))
 }
@@ -532,7 +532,7 @@ fn view_counts(engine: &Engine, windows: &[Window]) -> Result<Vec<ViewCounts>> {
         .iter()
         .map(|window| {
             let view = engine
-                .catalog()
+                .relations()
                 .view_result(window.view_name())
                 .ok_or_else(|| WeirError::undefined_table(window.view_name()))?;
             Ok(ViewCounts {

@@ -1,4 +1,7 @@
-//! Ways rows enter and leave weir other than INSERT and SELECT. Today: the
-//! Postgres COPY text and CSV formats (`COPY t FROM STDIN`).
+//! Where rows enter and leave the dataflow: tables' durable logs (the
+//! sources every write and COPY lands in), materialized views' stored
+//! results (the sinks), and the Postgres COPY text and CSV formats.
 
 pub mod pg_copy;
+pub mod table;
+pub mod view_result;

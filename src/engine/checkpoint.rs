@@ -305,8 +305,8 @@ impl Engine {
 /// `weir_catalog.checkpoints` and `weir_catalog.recovery`.
 pub fn system_tables(
     history: &Arc<CheckpointHistory>,
-) -> Vec<(&'static str, crate::catalog::system::ComputedTable)> {
-    use crate::catalog::system::ComputedTable;
+) -> Vec<(&'static str, crate::engine::system_tables::ComputedTable)> {
+    use crate::engine::system_tables::ComputedTable;
     use datafusion::arrow::array::{ArrayRef, Int64Array, TimestampMillisecondArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
     use datafusion::arrow::record_batch::RecordBatch;

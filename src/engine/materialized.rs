@@ -12,9 +12,10 @@ use datafusion::sql::parser::Statement as DataFusionStatement;
 use datafusion::sql::sqlparser::ast;
 
 use super::{CommandDone, Engine, Notice};
-use crate::catalog::table::{CommitGate, History};
-use crate::catalog::view_result::{RowLayout, ViewResult};
-use crate::catalog::{side_output_name, Catalog, RelationDefinition, RelationKind, ViewResults};
+use crate::catalog::{side_output_name, RelationDefinition, RelationKind};
+use crate::connectors::table::{CommitGate, History};
+use crate::connectors::view_result::{RowLayout, ViewResult};
+use crate::engine::relations::{Relations, ViewResults};
 use crate::error::{Result, WeirError};
 use crate::sql::streaming::nodes::StreamNode;
 use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
@@ -324,7 +325,7 @@ struct NewViewInput {
 /// the commit starts leaves nothing behind.
 fn backfill_and_commit(
     dataflow: &SharedDataflow,
-    catalog: &Catalog,
+    catalog: &Relations,
     view: NewView,
     gate: Option<Arc<CommitGate>>,
 ) -> Result<()> {

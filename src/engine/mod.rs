@@ -6,8 +6,11 @@ mod clock;
 mod ddl;
 mod materialized;
 mod output_limits;
+pub mod pg_class;
+pub mod relations;
 pub mod sql_types;
 mod system_settings;
+pub mod system_tables;
 mod watermark;
 
 use std::path::{Path, PathBuf};
@@ -21,24 +24,25 @@ use datafusion::sql::sqlparser::ast;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::setup_pg_catalog;
 
-use crate::catalog::pg_class::PgCatalogSchema;
-use crate::catalog::system::{
+use crate::catalog::{DATABASE_NAME, SCHEMA_NAME};
+use crate::engine::pg_class::PgCatalogSchema;
+use crate::engine::system_tables::{
     MaterializedViewsTable, TablesTable, WatermarksTable, SYSTEM_SCHEMA_NAME,
 };
-use crate::catalog::table::AppendObserver;
-use crate::catalog::{Catalog, DATABASE_NAME, SCHEMA_NAME};
 use crate::error::{Result, WeirError};
 use crate::sql;
 use crate::sql::streaming::window_function::{WindowFunction, WINDOW_FUNCTION_NAME};
 use crate::state::{SledStore, StateStore};
+use crate::stream::append_observer::AppendObserver;
 use crate::stream::dataflow::SharedDataflow;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use relations::Relations;
 
 pub use ddl::{relation_name, CommandDone, Notice};
 
 pub struct Engine {
     context: SessionContext,
-    catalog: Arc<Catalog>,
+    catalog: Arc<Relations>,
     data_directory: PathBuf,
     dataflow: SharedDataflow,
     view_streams: Arc<materialized::ViewStreams>,
@@ -109,7 +113,7 @@ impl Engine {
         );
         let dataflow = SharedDataflow::new(store.clone());
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
-        let catalog = Arc::new(Catalog::open(store, schema, Some(observer))?);
+        let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
         register_system_tables(&context, &catalog, &checkpoints)?;
         let engine = Engine {
@@ -134,7 +138,7 @@ impl Engine {
         self.catalog_changes.lock().await
     }
 
-    pub fn catalog(&self) -> &Catalog {
+    pub fn relations(&self) -> &Relations {
         &self.catalog
     }
 
@@ -219,7 +223,7 @@ impl Drop for Engine {
 
 fn register_system_tables(
     context: &SessionContext,
-    catalog: &Arc<Catalog>,
+    catalog: &Arc<Relations>,
     checkpoints: &Arc<checkpoint::CheckpointHistory>,
 ) -> Result<()> {
     let system = Arc::new(MemorySchemaProvider::new());
@@ -294,7 +298,7 @@ fn proctime_function() -> datafusion::logical_expr::ScalarUDF {
         DataType::Timestamp(TimeUnit::Nanosecond, None),
         Volatility::Volatile,
         Arc::new(|_| {
-            let now = crate::catalog::table::unix_now_ns();
+            let now = crate::connectors::table::unix_now_ns();
             Ok(ColumnarValue::Scalar(ScalarValue::TimestampNanosecond(
                 Some(now),
                 None,
@@ -326,7 +330,10 @@ mod tests {
         drop(engine);
         let timeout = std::time::Duration::from_secs(30);
         let (reopened, _) = Engine::reopen(directory.path(), timeout).await.unwrap();
-        assert_eq!(reopened.catalog().view_result("v").unwrap().row_count(), 1);
+        assert_eq!(
+            reopened.relations().view_result("v").unwrap().row_count(),
+            1
+        );
     }
 
     /// A checkpoint writes its batch holding only the checkpoint-commit
@@ -355,7 +362,7 @@ mod tests {
             .await
             .expect("the INSERT waited for the checkpoint being written");
         drop(writing);
-        assert_eq!(engine.catalog().view_result("v").unwrap().row_count(), 2);
+        assert_eq!(engine.relations().view_result("v").unwrap().row_count(), 2);
         assert!(engine.checkpoint().unwrap().is_some());
     }
 }

@@ -113,13 +113,14 @@ impl Engine {
         let mut batch = WriteBatch::new();
         let stored = match value {
             Some(text) => {
-                let milliseconds = crate::session::parse_milliseconds(text).ok_or_else(|| {
-                    WeirError::new(
-                        sqlstate::INVALID_PARAMETER_VALUE,
-                        format!("invalid value for parameter \"{name}\": \"{text}\""),
-                    )
-                    .with_hint("Use a duration such as '1s' or '500ms'.")
-                })?;
+                let milliseconds =
+                    crate::sql::units::parse_milliseconds(text).ok_or_else(|| {
+                        WeirError::new(
+                            sqlstate::INVALID_PARAMETER_VALUE,
+                            format!("invalid value for parameter \"{name}\": \"{text}\""),
+                        )
+                        .with_hint("Use a duration such as '1s' or '500ms'.")
+                    })?;
                 let encoded = crate::stream::checkpoint::encode_i64(milliseconds as i64);
                 batch.put(setting_key(name), encoded);
                 milliseconds

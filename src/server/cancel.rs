@@ -20,7 +20,7 @@ use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::data::DataRow;
 use pgwire::messages::startup::SecretKey;
 
-use crate::catalog::table::CommitGate;
+use crate::session::CommitGate;
 
 use super::response::to_pgwire;
 use crate::error::{sqlstate, WeirError};

@@ -93,7 +93,7 @@ impl PgWireServerHandlers for ConnectionHandlers {
 pub struct Startup {
     connections: Arc<ConnectionManager>,
     gates: Arc<CommitGates>,
-    gate: Arc<crate::catalog::table::CommitGate>,
+    gate: Arc<crate::session::CommitGate>,
 }
 
 #[async_trait]

@@ -19,8 +19,7 @@ use crate::engine::Engine;
 use crate::error::{Result, WeirError};
 use handler::ConnectionHandlers;
 
-/// The Postgres version weir reports (its protocol and catalog level).
-pub const SERVER_VERSION: &str = "16.6";
+pub use crate::session::SERVER_VERSION;
 
 /// Binds `listen`; the returned listener is handed to `serve`.
 pub async fn bind(listen: &str) -> Result<TcpListener> {

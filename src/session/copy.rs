@@ -8,8 +8,8 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::{CopyIn, Session};
-use crate::catalog::table::{BulkWrite, TableLog};
 use crate::connectors::pg_copy::{self, CopyDecoder};
+use crate::connectors::table::{BulkWrite, TableLog};
 use crate::engine::CommandDone;
 use crate::error::{Result, WeirError};
 

@@ -30,7 +30,7 @@ use datafusion::physical_plan::execution_plan::check_not_null_constraints;
 
 use super::insert_values::{batch, needs_a_plan, values_under_projections};
 use super::parameters::{bound_type, coerce_parameters};
-use crate::catalog::table::{DurableTable, TableLog};
+use crate::connectors::table::{DurableTable, TableLog};
 use crate::error::Result;
 
 /// A prepared statement's compiled INSERT, for one planning state.

@@ -21,7 +21,7 @@ use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, Projection, Valu
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::execution_plan::check_not_null_constraints;
 
-use crate::catalog::table::{DurableTable, TableLog};
+use crate::connectors::table::{DurableTable, TableLog};
 use crate::error::Result;
 
 /// The table and the rows an INSERT … VALUES writes, or None when the

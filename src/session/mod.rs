@@ -22,15 +22,17 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::sql::sqlparser::ast;
 
-use crate::catalog::table::{CommitGate, TableLog};
 use crate::connectors::pg_copy::CopyOptions;
+pub use crate::connectors::table::CommitGate;
+use crate::connectors::table::TableLog;
 use crate::engine::{CommandDone, Engine, Notice};
 use crate::error::{Result, WeirError};
 use crate::sql;
+pub use crate::sql::units::{parse_memory_size, parse_milliseconds};
 pub use copy::CopyInProgress;
 pub use parameters::bound_type;
 use planning::{PlanningCache, Purpose};
-pub use settings::{parse_memory_size, parse_milliseconds, Reported, Settings};
+pub use settings::{Reported, Settings, SERVER_VERSION};
 pub use utility::Utility;
 
 pub struct Session {
@@ -386,7 +388,7 @@ impl Session {
             Utility::ShowTables => {
                 let names = self
                     .engine
-                    .catalog()
+                    .relations()
                     .definitions()
                     .into_iter()
                     .filter(|definition| definition.kind == crate::catalog::RelationKind::Table)
@@ -398,7 +400,7 @@ impl Session {
             Utility::ShowMaterializedViews => {
                 let mut names: Vec<_> = self
                     .engine
-                    .catalog()
+                    .relations()
                     .definitions()
                     .into_iter()
                     .filter(|definition| {
@@ -424,7 +426,7 @@ impl Session {
             Utility::ShowCreate { name } => {
                 let definition = self
                     .engine
-                    .catalog()
+                    .relations()
                     .get(name)
                     .ok_or_else(|| WeirError::undefined_table(name))?;
                 rows(schema, vec![vec![definition.name, definition.sql]])
@@ -467,7 +469,7 @@ impl Session {
     fn copy_in(&self, table: &str, columns: &[String], options: &CopyOptions) -> Result<Outcome> {
         let log = self
             .engine
-            .catalog()
+            .relations()
             .table(table)
             .ok_or_else(|| WeirError::undefined_table(table))?;
         let table_schema = log.schema();

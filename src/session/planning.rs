@@ -11,7 +11,7 @@ use std::sync::Arc;
 use datafusion::execution::{SessionState, TaskContext};
 
 use super::Settings;
-use crate::catalog::table::CommitGate;
+use crate::connectors::table::CommitGate;
 use crate::engine::Engine;
 use crate::error::{Result, WeirError};
 

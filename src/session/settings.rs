@@ -7,6 +7,7 @@ use datafusion::arrow::array::timezone::Tz;
 use datafusion::execution::SessionState;
 
 use crate::error::{sqlstate, Result, WeirError};
+use crate::sql::units::parse_milliseconds;
 
 /// (name, default, reported to the client with ParameterStatus)
 const KNOWN: &[(&str, &str, bool)] = &[
@@ -21,7 +22,7 @@ const KNOWN: &[(&str, &str, bool)] = &[
     ("max_identifier_length", "63", false),
     ("search_path", "public", false),
     ("server_encoding", "UTF8", true),
-    ("server_version", crate::server::SERVER_VERSION, true),
+    ("server_version", SERVER_VERSION, true),
     ("standard_conforming_strings", "on", true),
     ("statement_timeout", "0", false),
     ("timezone", "UTC", true),
@@ -161,54 +162,15 @@ impl Settings {
     }
 }
 
+/// The Postgres version weir reports (its protocol and catalog level).
+pub const SERVER_VERSION: &str = "16.6";
+
 /// DataFusion wants an offset or an IANA name; Postgres also says UTC/GMT.
 fn datafusion_time_zone(zone: &str) -> String {
     match zone.to_ascii_uppercase().as_str() {
         "UTC" | "GMT" | "Z" | "ZULU" => "+00:00".to_string(),
         _ => zone.to_string(),
     }
-}
-
-/// Postgres time settings: a bare number is milliseconds; units ms, s,
-/// min, h, d may follow.
-pub fn parse_milliseconds(value: &str) -> Option<u64> {
-    let (number, unit) = number_and_unit(value)?;
-    let factor = match unit.as_str() {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "min" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    number.checked_mul(factor)
-}
-
-/// A memory size as Postgres writes one: a number with `B`, `kB`, `MB`,
-/// `GB` or `TB` (powers of 1024; `KiB`-style spellings too), a plain
-/// number being MB. None when it is not one, or 0.
-pub fn parse_memory_size(text: &str) -> Option<u64> {
-    let (number, unit) = number_and_unit(text)?;
-    let shift = match unit.as_str() {
-        "b" | "bytes" => 0,
-        "kb" | "kib" | "k" => 10,
-        "" | "mb" | "mib" | "m" => 20,
-        "gb" | "gib" | "g" => 30,
-        "tb" | "tib" | "t" => 40,
-        _ => return None,
-    };
-    number.checked_mul(1 << shift).filter(|bytes| *bytes > 0)
-}
-
-/// `"512 MB"` as (512, "mb"): the leading digits and the unit after them,
-/// lower-cased.
-fn number_and_unit(text: &str) -> Option<(u64, String)> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    Some((number.parse().ok()?, unit.trim().to_ascii_lowercase()))
 }
 
 fn validate(name: &str, value: &str) -> Result<()> {
@@ -255,19 +217,6 @@ fn unknown_parameter(name: &str) -> WeirError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn memory_sizes_read_like_postgres_settings() {
-        assert_eq!(parse_memory_size("512MB"), Some(512 << 20));
-        assert_eq!(parse_memory_size("2 GB"), Some(2 << 30));
-        assert_eq!(parse_memory_size("64kB"), Some(64 << 10));
-        assert_eq!(parse_memory_size("100"), Some(100 << 20));
-        assert_eq!(parse_memory_size("1GiB"), Some(1 << 30));
-        assert_eq!(parse_memory_size("0"), None);
-        assert_eq!(parse_memory_size("lots"), None);
-        assert_eq!(parse_memory_size("-1GB"), None);
-        assert_eq!(parse_memory_size("99999999999TB"), None);
-    }
 
     #[test]
     fn set_and_show_round_trip() {

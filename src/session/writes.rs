@@ -14,7 +14,7 @@ use super::insert_template::InsertTemplate;
 use super::planning::Purpose;
 use super::results::count_of;
 use super::{insert_values, Outcome, Prepared, Session};
-use crate::catalog::table::TableLog;
+use crate::connectors::table::TableLog;
 use crate::engine::CommandDone;
 use crate::error::{Result, WeirError};
 

@@ -18,6 +18,7 @@ mod stream_ddl;
 pub mod streaming;
 mod table_time;
 mod tokens;
+pub mod units;
 pub mod windows;
 
 pub use materialized::MaterializedView;

@@ -225,3 +225,19 @@ pub fn key(parts: &[&[u8]]) -> Vec<u8> {
     }
     key
 }
+
+/// A stored integer: 8 bytes, big-endian, so keys sort by value.
+pub fn encode_i64(value: i64) -> Vec<u8> {
+    value.to_be_bytes().to_vec()
+}
+
+pub fn decode_i64(value: &[u8]) -> Option<i64> {
+    <[u8; 8]>::try_from(value).ok().map(i64::from_be_bytes)
+}
+
+/// The prefix of every view's row keys: a view's rows (`viewrows/<id>/…`)
+/// may be staged before their commit, so the dataflow that spills them
+/// and the view results that write them agree on it here.
+pub fn all_view_rows_prefix() -> Vec<u8> {
+    key(&[b"viewrows", b""])
+}

@@ -224,13 +224,7 @@ impl StateReader {
 }
 
 /// An i64 as a stored value.
-pub fn encode_i64(value: i64) -> Vec<u8> {
-    value.to_be_bytes().to_vec()
-}
-
-pub fn decode_i64(value: &[u8]) -> Option<i64> {
-    <[u8; 8]>::try_from(value).ok().map(i64::from_be_bytes)
-}
+pub use crate::state::{decode_i64, encode_i64};
 
 /// Operator tests: a checkpoint committed to a store and read back.
 #[cfg(test)]

@@ -25,9 +25,10 @@ use super::checkpoint_store::StoredState;
 use super::message::{Chunk, Message};
 pub use super::pipeline::ViewPipeline;
 use super::WatermarkTracker;
-use crate::catalog::view_result::all_view_rows_prefix;
 use crate::error::{sqlstate, Result, WeirError};
+use crate::state::all_view_rows_prefix;
 use crate::state::{StateStore, WriteBatch};
+use crate::stream::append_observer::{AppendObserver, GroupFailure, WriteGroup};
 
 #[derive(Default)]
 pub struct Dataflow {
@@ -460,13 +461,12 @@ impl SharedDataflow {
     }
 }
 
-impl crate::catalog::table::AppendObserver for SharedDataflow {
+impl AppendObserver for SharedDataflow {
     fn append_and_commit(
         &self,
-        group: &mut dyn crate::catalog::table::WriteGroup,
+        group: &mut dyn WriteGroup,
         commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
-    ) -> std::result::Result<(), crate::catalog::table::GroupFailure> {
-        use crate::catalog::table::GroupFailure;
+    ) -> std::result::Result<(), GroupFailure> {
         let mut flow = self.lock();
         let mut writes = WriteBatch::new();
         let mut offsets = Vec::with_capacity(group.writes());

@@ -3,6 +3,7 @@
 //! write to a table through the views that depend on it before the write
 //! is acknowledged (read-your-writes).
 
+pub mod append_observer;
 pub mod checkpoint;
 pub mod checkpoint_store;
 pub mod dataflow;
@@ -12,12 +13,14 @@ pub mod operator;
 pub mod operators;
 pub mod parallelism;
 pub mod pipeline;
+pub mod view_sink;
 pub mod watermark;
 
 pub use dataflow::Dataflow;
 pub use late::{LatePolicy, LateRows};
 pub use message::{Chunk, Message};
 pub use operator::Operator;
+pub use view_sink::ViewSink;
 pub use watermark::WatermarkTracker;
 
 use serde::{Deserialize, Serialize};

@@ -14,7 +14,7 @@ use super::late::LateRows;
 use super::message::{Chunk, Message};
 use super::operator::{run, Operator, Output};
 use super::operators::{MaterializeOperator, UnionOperator};
-use crate::catalog::view_result::ViewResult;
+use super::view_sink::ViewSink;
 use crate::error::Result;
 use crate::state::WriteBatch;
 
@@ -93,7 +93,7 @@ pub struct LateSink {
 }
 
 impl LateSink {
-    pub fn new(name: String, rows: LateRows, result: Arc<ViewResult>) -> Self {
+    pub fn new(name: String, rows: LateRows, result: Arc<dyn ViewSink>) -> Self {
         LateSink {
             name,
             rows,
@@ -123,7 +123,7 @@ impl ViewPipeline {
         branches: Vec<Branch>,
         union: Option<UnionOperator>,
         operators: Vec<Box<dyn Operator>>,
-        result: Arc<ViewResult>,
+        result: Arc<dyn ViewSink>,
         late: Option<LateSink>,
     ) -> Self {
         let mut inputs: Vec<String> = Vec::new();
@@ -190,7 +190,7 @@ impl ViewPipeline {
         let barrier = current.iter().any(|m| matches!(m, Message::Barrier(_)));
         if barrier {
             // The view's own state: how many rows its operators dropped.
-            let late = self.sink.result().late_rows.load(Ordering::Relaxed) as i64;
+            let late = self.sink.result().late_rows().load(Ordering::Relaxed) as i64;
             StateWriter::new(self.sink_prefix(), checkpoint).put(LATE_ROWS, encode_i64(late));
         }
         // Measuring walks the state (a tenth of a SESSION view's time at
@@ -289,10 +289,7 @@ impl ViewPipeline {
     fn measure_memory(&mut self) {
         let bytes: usize = self.all_operators().map(|o| o.memory_bytes()).sum();
         self.memory.record(bytes);
-        self.sink
-            .result()
-            .state_memory_bytes
-            .store(bytes as u64, Ordering::Relaxed);
+        self.sink.result().record_state_memory(bytes as u64);
     }
 
     /// Its operators' state in memory when last measured.
@@ -319,7 +316,7 @@ impl ViewPipeline {
         self.results().for_each(|result| result.discard());
     }
 
-    pub(super) fn results(&self) -> impl Iterator<Item = &Arc<ViewResult>> {
+    pub(super) fn results(&self) -> impl Iterator<Item = &Arc<dyn ViewSink>> {
         let late = self.late.as_ref().map(|late| late.sink.result());
         std::iter::once(self.sink.result()).chain(late)
     }
@@ -367,7 +364,7 @@ impl ViewPipeline {
         let late = sink.get(LATE_ROWS).and_then(decode_i64).unwrap_or(0);
         self.sink
             .result()
-            .late_rows
+            .late_rows()
             .store(late as u64, Ordering::Relaxed);
         Ok(())
     }

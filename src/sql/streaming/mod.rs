@@ -22,8 +22,8 @@ use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext
 use datafusion::logical_expr::{Expr, LogicalPlan, Projection, TableScan};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
-use crate::catalog::table::DurableTable;
-use crate::catalog::view_result::MaterializedViewTable;
+use crate::connectors::table::DurableTable;
+use crate::connectors::view_result::MaterializedViewTable;
 use crate::error::{Result, WeirError};
 use crate::stream::operators::aggregate_late::SideOutputShape;
 use crate::stream::operators::window::WindowSpec;

@@ -17,7 +17,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
-use crate::catalog::table::DurableTable;
+use crate::connectors::table::DurableTable;
 use crate::error::{sqlstate, WeirError};
 use crate::stream::operators::window::{WindowKind, WindowSpec};
 

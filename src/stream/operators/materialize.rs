@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use crate::catalog::view_result::ViewResult;
 use crate::error::Result;
 use crate::state::WriteBatch;
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Operator, Output};
+use crate::stream::ViewSink;
 
 pub struct MaterializeOperator {
-    result: Arc<ViewResult>,
+    result: Arc<dyn ViewSink>,
     writes: WriteBatch,
     /// While rebuilding operator state on start the stored rows are already
     /// current: changes are passed on but not applied again.
@@ -18,7 +18,7 @@ pub struct MaterializeOperator {
 }
 
 impl MaterializeOperator {
-    pub fn new(result: Arc<ViewResult>) -> Self {
+    pub fn new(result: Arc<dyn ViewSink>) -> Self {
         MaterializeOperator {
             result,
             writes: WriteBatch::new(),
@@ -35,7 +35,7 @@ impl MaterializeOperator {
         std::mem::take(&mut self.writes)
     }
 
-    pub fn result(&self) -> &Arc<ViewResult> {
+    pub fn result(&self) -> &Arc<dyn ViewSink> {
         &self.result
     }
 }

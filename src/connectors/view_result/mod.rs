@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::message::Chunk;
+use crate::stream::ViewSink;
 use log::LogPosition;
 pub use scan::ViewRows;
 use versions::Versions;
@@ -197,11 +198,6 @@ impl fmt::Debug for ViewResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ViewResult").field("id", &self.id).finish()
     }
-}
-
-/// The prefix of every view's row keys.
-pub fn all_view_rows_prefix() -> Vec<u8> {
-    key(&[b"viewrows", b""])
 }
 
 pub fn view_rows_prefix(view_id: u64) -> Vec<u8> {
@@ -415,6 +411,44 @@ fn count_legacy_rows(store: &dyn StateStore, id: u64) -> Result<Option<ViewHead>
         rows,
         ..ViewHead::default()
     }))
+}
+
+impl ViewSink for ViewResult {
+    fn schema(&self) -> SchemaRef {
+        ViewResult::schema(self)
+    }
+
+    fn apply(&self, chunk: &Chunk) -> Result<WriteBatch> {
+        ViewResult::apply(self, chunk)
+    }
+
+    fn set_watermark(&self, watermark_ns: i64) {
+        ViewResult::set_watermark(self, watermark_ns)
+    }
+
+    fn late_rows(&self) -> &AtomicU64 {
+        &self.late_rows
+    }
+
+    fn record_state_memory(&self, bytes: u64) {
+        self.state_memory_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    fn reserve(&self) -> Result<Option<WriteBatch>> {
+        ViewResult::reserve(self)
+    }
+
+    fn spilled(&self) {
+        ViewResult::spilled(self)
+    }
+
+    fn publish(&self) {
+        ViewResult::publish(self)
+    }
+
+    fn discard(&self) {
+        ViewResult::discard(self)
+    }
 }
 
 /// The DataFusion face of a materialized view: a scan of its current rows.

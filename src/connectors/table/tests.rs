@@ -1,7 +1,8 @@
 //! Unit tests of the table log: durability, reopening, watermarks.
 
 use super::*;
-use crate::state::SledStore;
+use crate::state::{SledStore, WriteBatch};
+use crate::stream::Message;
 use datafusion::arrow::array::{Int64Array, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;

@@ -20,15 +20,15 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::view_result::RowLayout;
-use super::Catalog;
+use super::relations::Relations;
+use crate::connectors::view_result::RowLayout;
 use crate::stream::checkpoint::stored_view_state;
 
 pub const SYSTEM_SCHEMA_NAME: &str = "weir_catalog";
 
 pub struct WatermarksTable {
     /// Weak: the catalog owns its schema, which owns this table.
-    catalog: Weak<Catalog>,
+    catalog: Weak<Relations>,
     schema: SchemaRef,
 }
 
@@ -40,12 +40,12 @@ impl fmt::Debug for WatermarksTable {
 
 impl WatermarksTable {
     /// The system table: rows computed from the catalog when queried.
-    pub fn table(catalog: &Arc<Catalog>) -> ComputedTable {
+    pub fn table(catalog: &Arc<Relations>) -> ComputedTable {
         let table = Self::new(catalog);
         ComputedTable::new(table.schema.clone(), move |_| table.rows())
     }
 
-    fn new(catalog: &Arc<Catalog>) -> Self {
+    fn new(catalog: &Arc<Relations>) -> Self {
         WatermarksTable {
             catalog: Arc::downgrade(catalog),
             schema: Arc::new(Schema::new(vec![
@@ -98,7 +98,7 @@ impl WatermarksTable {
 }
 
 pub struct MaterializedViewsTable {
-    catalog: Weak<Catalog>,
+    catalog: Weak<Relations>,
     schema: SchemaRef,
 }
 
@@ -110,12 +110,12 @@ impl fmt::Debug for MaterializedViewsTable {
 
 impl MaterializedViewsTable {
     /// The system table: rows computed from the catalog when queried.
-    pub fn table(catalog: &Arc<Catalog>) -> ComputedTable {
+    pub fn table(catalog: &Arc<Relations>) -> ComputedTable {
         let table = Self::new(catalog);
         ComputedTable::new(table.schema.clone(), move |_| table.rows())
     }
 
-    fn new(catalog: &Arc<Catalog>) -> Self {
+    fn new(catalog: &Arc<Relations>) -> Self {
         MaterializedViewsTable {
             catalog: Arc::downgrade(catalog),
             schema: Arc::new(Schema::new(vec![
@@ -189,13 +189,13 @@ impl MaterializedViewsTable {
 }
 
 pub struct TablesTable {
-    catalog: Weak<Catalog>,
+    catalog: Weak<Relations>,
     schema: SchemaRef,
 }
 
 impl TablesTable {
     /// The system table: rows computed from the catalog when queried.
-    pub fn table(catalog: &Arc<Catalog>) -> ComputedTable {
+    pub fn table(catalog: &Arc<Relations>) -> ComputedTable {
         let table = TablesTable {
             catalog: Arc::downgrade(catalog),
             schema: Arc::new(Schema::new(vec![

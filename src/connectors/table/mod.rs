@@ -33,6 +33,7 @@ mod history;
 mod legacy;
 mod retention;
 mod scan;
+mod unique;
 
 pub use append::BulkWrite;
 pub use clock::{ticks_prefix, unix_now_ns};
@@ -41,13 +42,13 @@ pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
 pub use group_commit::GroupCommitter;
 pub use history::History;
 
-use super::unique::UniqueIndex;
-use super::StreamDefinition;
+use crate::catalog::StreamDefinition;
 use crate::error::{Result, WeirError};
-use crate::state::{StateStore, WriteBatch};
-use crate::stream::{Message, WatermarkTracker};
+use crate::state::StateStore;
+use crate::stream::WatermarkTracker;
 use clock::{load_ticks, Clock};
 use entries::{EntryReader, LogHead};
+use unique::UniqueIndex;
 
 /// Rows per stored log entry; bigger writes are split so no value is big.
 /// Small entries matter for memory: sled's page cache has 256 shards that
@@ -67,39 +68,6 @@ pub struct DurableTable {
     log: Arc<TableLog>,
     constraints: Constraints,
     column_defaults: HashMap<String, Expr>,
-}
-
-/// The writes of one commit, in order, each read chunk by chunk as the
-/// views consume them.
-pub trait WriteGroup {
-    fn writes(&self) -> usize;
-    /// The table write `write` goes to.
-    fn table(&self, write: usize) -> &str;
-    /// The next messages of write `write`; None once it has no more.
-    fn next_messages(&mut self, write: usize) -> Option<Result<Vec<Message>>>;
-}
-
-/// Why a group did not commit: which write failed (None: all of them).
-#[derive(Debug)]
-pub struct GroupFailure {
-    pub write: Option<usize>,
-    pub error: WeirError,
-}
-
-/// Told about every group of writes before it commits; returns writes
-/// (e.g. view changes) to commit atomically with it.
-pub trait AppendObserver: Send + Sync {
-    /// Pushes the group's writes, in order, through what observes them and
-    /// calls `commit` with the combined writes while still holding its
-    /// lock, so a checkpoint never sees state or offsets the store does
-    /// not have.
-    fn append_and_commit(
-        &self,
-        group: &mut dyn WriteGroup,
-        commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
-    ) -> std::result::Result<(), GroupFailure>;
-    /// Something failed part-way: observed state is ahead.
-    fn on_commit_failed(&self);
 }
 
 /// A table's log: where its rows are and what is known about them.

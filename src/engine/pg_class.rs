@@ -17,12 +17,13 @@ use datafusion::error::Result;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 
-use super::{Catalog, RelationKind};
+use super::relations::Relations;
+use crate::catalog::RelationKind;
 
 /// The pg_catalog schema, with pg_class replaced.
 pub struct PgCatalogSchema {
     inner: Arc<dyn SchemaProvider>,
-    catalog: Weak<Catalog>,
+    catalog: Weak<Relations>,
 }
 
 impl fmt::Debug for PgCatalogSchema {
@@ -32,7 +33,7 @@ impl fmt::Debug for PgCatalogSchema {
 }
 
 impl PgCatalogSchema {
-    pub fn new(inner: Arc<dyn SchemaProvider>, catalog: &Arc<Catalog>) -> Self {
+    pub fn new(inner: Arc<dyn SchemaProvider>, catalog: &Arc<Relations>) -> Self {
         PgCatalogSchema {
             inner,
             catalog: Arc::downgrade(catalog),
@@ -64,7 +65,7 @@ impl SchemaProvider for PgCatalogSchema {
 
 struct PgClass {
     inner: Arc<dyn TableProvider>,
-    catalog: Weak<Catalog>,
+    catalog: Weak<Relations>,
 }
 
 impl fmt::Debug for PgClass {

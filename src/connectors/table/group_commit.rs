@@ -22,9 +22,10 @@ use datafusion::common::DataFusionError;
 use tokio::sync::oneshot;
 
 use super::entries::{self, encode_entry, encode_head, entry_key, head_key, EntryReader};
-use super::{AppendObserver, GroupFailure, TableLog, WriteGroup, ROWS_PER_ENTRY};
+use super::{TableLog, ROWS_PER_ENTRY};
 use crate::error::{Result, WeirError};
 use crate::state::{StateStore, WriteBatch};
+use crate::stream::append_observer::{AppendObserver, GroupFailure, WriteGroup};
 use crate::stream::dataflow::source_messages;
 use crate::stream::{Message, WatermarkTracker};
 

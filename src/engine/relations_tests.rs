@@ -1,4 +1,4 @@
-//! Unit tests of the catalog's durable definitions.
+//! Unit tests of the relations' durable definitions.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +18,8 @@ fn parts() -> TableParts {
     }
 }
 
-fn open(store: &Arc<dyn StateStore>) -> Catalog {
-    Catalog::open(store.clone(), Arc::new(MemorySchemaProvider::new()), None).unwrap()
+fn open(store: &Arc<dyn StateStore>) -> Relations {
+    Relations::open(store.clone(), Arc::new(MemorySchemaProvider::new()), None).unwrap()
 }
 
 #[test]

@@ -1,0 +1,513 @@
+//! The live relations: every table's log and every materialized view's
+//! result, their DataFusion providers in the one schema, and the stored
+//! definitions they were made from (`crate::catalog`). DDL goes through it
+//! so a definition, its storage and its provider change together.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::SchemaProvider;
+use datafusion::datasource::{TableProvider, ViewTable};
+use datafusion::logical_expr::LogicalPlan;
+
+use crate::catalog::{
+    side_output_name, RelationDefinition, RelationKind, StreamDefinition, TableParts, SQL_EDITION,
+};
+use crate::connectors::table::{DurableTable, GroupCommitter, TableLog};
+use crate::connectors::view_result::{
+    view_rows_prefix, MaterializedViewTable, RowLayout, ViewResult,
+};
+use crate::error::{sqlstate, Result, WeirError};
+use crate::state::{key, StateStore, WriteBatch};
+use crate::stream::append_observer::AppendObserver;
+
+pub struct Relations {
+    store: Arc<dyn StateStore>,
+    schema: Arc<dyn SchemaProvider>,
+    definitions: RwLock<BTreeMap<String, RelationDefinition>>,
+    table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
+    view_results: RwLock<HashMap<String, Arc<ViewResult>>>,
+    /// Every table's writes commit through it, in groups.
+    committer: Arc<GroupCommitter>,
+    /// The next relation id. Ids are never reused, even after a DROP, and
+    /// are taken under this lock, so concurrent DDL never shares one.
+    next_id: std::sync::Mutex<u64>,
+}
+
+fn next_id_key() -> Vec<u8> {
+    key(&[b"catalog", b"next_id"])
+}
+
+fn definition_key(id: u64) -> Vec<u8> {
+    key(&[b"catalog", b"relation", &id.to_be_bytes()])
+}
+
+impl Relations {
+    /// Loads the stored definitions; providers are registered by the engine
+    /// as it re-plans them (`restore_table`, `restore_view`).
+    pub fn open(
+        store: Arc<dyn StateStore>,
+        schema: Arc<dyn SchemaProvider>,
+        observer: Option<Arc<dyn AppendObserver>>,
+    ) -> Result<Self> {
+        let mut definitions = BTreeMap::new();
+        for (stored_key, value) in store.scan_prefix(&key(&[b"catalog", b"relation", b""]))? {
+            let definition: RelationDefinition =
+                serde_json::from_slice(&value).map_err(|error| {
+                    WeirError::new(
+                        sqlstate::DATA_CORRUPTED,
+                        format!(
+                            "catalog entry {:?} cannot be decoded: {error}",
+                            String::from_utf8_lossy(&stored_key)
+                        ),
+                    )
+                })?;
+            definitions.insert(definition.name.clone(), definition);
+        }
+        let stored_next_id = match store.get(&next_id_key())? {
+            Some(value) => decode_id(&value)?,
+            None => 1,
+        };
+        let next_id = definitions
+            .values()
+            .map(|d| d.id.max(d.side_output_id.unwrap_or(0)) + 1)
+            .fold(stored_next_id, u64::max);
+        Ok(Relations {
+            committer: GroupCommitter::new(store.clone(), observer),
+            store,
+            schema,
+            definitions: RwLock::new(definitions),
+            table_logs: RwLock::new(HashMap::new()),
+            view_results: RwLock::new(HashMap::new()),
+            next_id: std::sync::Mutex::new(next_id),
+        })
+    }
+
+    /// Definitions in creation order, so each one's dependencies come first.
+    pub fn definitions(&self) -> Vec<RelationDefinition> {
+        let mut all: Vec<_> = self.read().values().cloned().collect();
+        all.sort_by_key(|definition| definition.id);
+        all
+    }
+
+    pub fn get(&self, name: &str) -> Option<RelationDefinition> {
+        self.read().get(name).cloned()
+    }
+
+    /// The rows of table `name`, if it is one of ours.
+    pub fn table(&self, name: &str) -> Option<Arc<TableLog>> {
+        let logs = self.table_logs.read().unwrap_or_else(|p| p.into_inner());
+        logs.get(name).cloned()
+    }
+
+    /// Every table's rows.
+    pub fn table_logs(&self) -> Vec<Arc<TableLog>> {
+        let logs = self.table_logs.read().unwrap_or_else(|p| p.into_inner());
+        logs.values().cloned().collect()
+    }
+
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// The DataFusion provider registered for `name` in weir's schema.
+    pub fn provider(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        // The in-memory schema provider answers at once.
+        futures::executor::block_on(self.schema.table(name))
+            .ok()
+            .flatten()
+    }
+
+    /// The rows of materialized view `name`.
+    pub fn view_result(&self, name: &str) -> Option<Arc<ViewResult>> {
+        let results = self.view_results.read().unwrap_or_else(|p| p.into_inner());
+        results.get(name).cloned()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RelationDefinition>> {
+        self.definitions
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, RelationDefinition>> {
+        self.definitions
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes `count` consecutive new relation ids, recorded durably first
+    /// so that no later relation (even after a restart) gets them.
+    fn allocate_ids(&self, count: u64) -> Result<u64> {
+        let mut next = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
+        let id = *next;
+        let mut batch = WriteBatch::new();
+        batch.put(next_id_key(), (id + count).to_be_bytes().to_vec());
+        self.store.commit(batch)?;
+        *next = id + count;
+        Ok(id)
+    }
+
+    /// The materialized view whose late rows `name` holds, if it is a
+    /// side output.
+    pub fn side_output_of(&self, name: &str) -> Option<String> {
+        let view = name.strip_suffix("_late")?;
+        self.get(view)
+            .filter(|definition| definition.side_output_id.is_some())
+            .map(|definition| definition.name)
+    }
+
+    /// Fails with 42P07 when `name` is taken (by us or a built-in).
+    pub fn check_name_free(&self, name: &str) -> Result<()> {
+        if self.read().contains_key(name) || self.schema.table_exist(name) {
+            return Err(WeirError::new(
+                sqlstate::DUPLICATE_TABLE,
+                format!("relation \"{name}\" already exists"),
+            )
+            .with_hint("Pick another name, or use IF NOT EXISTS."));
+        }
+        Ok(())
+    }
+
+    /// Creates and durably records a new table.
+    pub fn create_table(
+        &self,
+        name: &str,
+        sql: &str,
+        table: TableParts,
+        stream: Option<StreamDefinition>,
+    ) -> Result<Arc<TableLog>> {
+        self.check_name_free(name)?;
+        let definition = RelationDefinition {
+            id: self.allocate_ids(1)?,
+            name: name.to_string(),
+            kind: RelationKind::Table,
+            sql: sql.to_string(),
+            depends_on: Vec::new(),
+            stream,
+            side_output_id: None,
+            sql_edition: SQL_EDITION,
+        };
+        self.persist(&definition)?;
+        self.restore_table(definition, table)
+    }
+
+    /// Registers a table whose definition is already stored.
+    pub fn restore_table(
+        &self,
+        definition: RelationDefinition,
+        table: TableParts,
+    ) -> Result<Arc<TableLog>> {
+        let log = Arc::new(TableLog::open(
+            definition.id,
+            &definition.name,
+            table.schema,
+            &table.constraints,
+            definition.stream.as_ref(),
+            self.committer.clone(),
+        )?);
+        let provider = DurableTable::new(log.clone(), table.constraints, table.column_defaults);
+        self.register(&definition.name, Arc::new(provider))?;
+        self.table_logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(definition.name.clone(), log.clone());
+        self.write().insert(definition.name.clone(), definition);
+        Ok(log)
+    }
+
+    pub fn create_view(&self, name: &str, sql: &str, plan: LogicalPlan) -> Result<()> {
+        self.check_name_free(name)?;
+        let definition = RelationDefinition {
+            id: self.allocate_ids(1)?,
+            name: name.to_string(),
+            kind: RelationKind::View,
+            sql: sql.to_string(),
+            depends_on: self.dependencies(&plan),
+            stream: None,
+            side_output_id: None,
+            sql_edition: SQL_EDITION,
+        };
+        self.persist(&definition)?;
+        self.restore_view(definition, plan)
+    }
+
+    pub fn restore_view(&self, definition: RelationDefinition, plan: LogicalPlan) -> Result<()> {
+        let view = ViewTable::new(plan, Some(definition.sql.clone()));
+        self.register(&definition.name, Arc::new(view))?;
+        self.write().insert(definition.name.clone(), definition);
+        Ok(())
+    }
+
+    /// A new materialized view's definition and (empty) result, not yet
+    /// stored or visible: see `commit_materialized_view`.
+    pub fn new_materialized_view(
+        &self,
+        name: &str,
+        sql: &str,
+        depends_on: Vec<String>,
+        schema: SchemaRef,
+        side_output: Option<SchemaRef>,
+        layout: RowLayout,
+    ) -> Result<(RelationDefinition, ViewResults)> {
+        self.check_name_free(name)?;
+        if side_output.is_some() {
+            self.check_name_free(&side_output_name(name))?;
+        }
+        let id = self.allocate_ids(if side_output.is_some() { 2 } else { 1 })?;
+        let definition = RelationDefinition {
+            id,
+            name: name.to_string(),
+            kind: RelationKind::MaterializedView,
+            sql: sql.to_string(),
+            depends_on,
+            stream: None,
+            side_output_id: side_output.as_ref().map(|_| id + 1),
+            sql_edition: SQL_EDITION,
+        };
+        let results = self.open_results(&definition, schema, side_output, layout)?;
+        Ok((definition, results))
+    }
+
+    fn open_results(
+        &self,
+        definition: &RelationDefinition,
+        schema: SchemaRef,
+        side_output: Option<SchemaRef>,
+        layout: RowLayout,
+    ) -> Result<ViewResults> {
+        let store = self.store.clone();
+        let rows = Arc::new(ViewResult::open(definition.id, schema, layout, store)?);
+        let late = match (definition.side_output_id, side_output) {
+            (Some(id), Some(schema)) => Some(Arc::new(ViewResult::open(
+                id,
+                schema,
+                RowLayout::Log,
+                self.store.clone(),
+            )?)),
+            (None, None) => None,
+            _ => {
+                return Err(WeirError::new(
+                    sqlstate::DATA_CORRUPTED,
+                    format!(
+                        "materialized view {} and its stored side output disagree",
+                        definition.name
+                    ),
+                ))
+            }
+        };
+        Ok(ViewResults { rows, late })
+    }
+
+    /// Stores the definition together with the view's first rows (one
+    /// atomic commit), then makes the view visible.
+    pub fn commit_materialized_view(
+        &self,
+        definition: RelationDefinition,
+        results: ViewResults,
+        rows: WriteBatch,
+    ) -> Result<()> {
+        let mut batch = self.definition_write(&definition)?;
+        batch.extend(results.rows.head_write()?);
+        if let Some(late) = &results.late {
+            batch.extend(late.head_write()?);
+        }
+        batch.extend(rows);
+        self.store.commit(batch)?;
+        self.register_materialized_view(definition, results)
+    }
+
+    /// Registers a stored materialized view with its stored rows.
+    pub fn restore_materialized_view(
+        &self,
+        definition: RelationDefinition,
+        schema: SchemaRef,
+        side_output: Option<SchemaRef>,
+        layout: RowLayout,
+    ) -> Result<ViewResults> {
+        let results = self.open_results(&definition, schema, side_output, layout)?;
+        self.register_materialized_view(definition, results.clone())?;
+        Ok(results)
+    }
+
+    fn register_materialized_view(
+        &self,
+        definition: RelationDefinition,
+        results: ViewResults,
+    ) -> Result<()> {
+        let mut named = vec![(definition.name.clone(), results.rows)];
+        if let Some(late) = results.late {
+            named.push((side_output_name(&definition.name), late));
+        }
+        for (name, result) in named {
+            let provider = MaterializedViewTable::new(result.clone());
+            let _ = self.schema.deregister_table(&name)?;
+            self.register(&name, Arc::new(provider))?;
+            self.view_results
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name, result);
+        }
+        self.write().insert(definition.name.clone(), definition);
+        Ok(())
+    }
+
+    /// Drops a relation and, for a table, its rows, in one durable commit.
+    pub fn drop_relation(&self, name: &str, kind: RelationKind) -> Result<()> {
+        let definition = self
+            .get(name)
+            .ok_or_else(|| WeirError::undefined_table(name))?;
+        if definition.kind != kind {
+            return Err(WeirError::new(
+                sqlstate::WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is not a {}", kind.noun()),
+            )
+            .with_hint(format!(
+                "Use DROP {}.",
+                definition.kind.noun().to_uppercase()
+            )));
+        }
+        if let Some(dependent) = self.dependents(name).first().and_then(|d| self.get(d)) {
+            let noun = dependent.kind.noun();
+            return Err(WeirError::new(
+                sqlstate::DEPENDENT_OBJECTS_STILL_EXIST,
+                format!(
+                    "cannot drop {} {name} because {noun} {} depends on it",
+                    kind.noun(),
+                    dependent.name
+                ),
+            )
+            .with_hint(format!(
+                "Drop the {noun} first: DROP {} {};",
+                noun.to_uppercase(),
+                dependent.name
+            )));
+        }
+        let mut batch = WriteBatch::new();
+        batch.delete(definition_key(definition.id));
+        match kind {
+            RelationKind::Table => {
+                batch.delete_prefix(crate::connectors::table::entries_prefix(definition.id));
+                batch.delete_prefix(crate::connectors::table::legacy_rows_prefix(definition.id));
+                batch.delete(crate::connectors::table::head_key(definition.id));
+                batch.delete_prefix(crate::connectors::table::ticks_prefix(definition.id));
+            }
+            RelationKind::MaterializedView => {
+                batch.delete_prefix(view_rows_prefix(definition.id));
+                batch.delete(crate::connectors::view_result::view_head_key(definition.id));
+            }
+            RelationKind::View => {}
+        }
+        if let Some(id) = definition.side_output_id {
+            batch.delete_prefix(view_rows_prefix(id));
+            batch.delete(crate::connectors::view_result::view_head_key(id));
+        }
+        self.store.commit(batch)?;
+        self.schema.deregister_table(name)?;
+        if definition.side_output_id.is_some() {
+            let late = side_output_name(name);
+            self.schema.deregister_table(&late)?;
+            self.view_results
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&late);
+        }
+        self.table_logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        self.view_results
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        self.write().remove(name);
+        Ok(())
+    }
+
+    /// Relations reading `name` (or its side output).
+    fn dependents(&self, name: &str) -> Vec<String> {
+        let late = side_output_name(name);
+        self.read()
+            .values()
+            .filter(|definition| {
+                definition
+                    .depends_on
+                    .iter()
+                    .any(|d| d == name || *d == late)
+            })
+            .map(|definition| definition.name.clone())
+            .collect()
+    }
+
+    /// Names of catalog relations a plan scans (including in subqueries).
+    pub fn dependencies(&self, plan: &LogicalPlan) -> Vec<String> {
+        let mut names = Vec::new();
+        let _ = plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let name = scan.table_name.table().to_string();
+                let known = self.read().contains_key(&name) || self.side_output_of(&name).is_some();
+                if known && !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        });
+        names
+    }
+
+    /// A table's new retention (None: keep every row), durable before it
+    /// takes effect.
+    pub fn set_retention(&self, name: &str, retention_ms: Option<i64>) -> Result<()> {
+        let (Some(mut definition), Some(log)) = (self.get(name), self.table(name)) else {
+            return Err(WeirError::new(
+                sqlstate::UNDEFINED_TABLE,
+                format!("table \"{name}\" does not exist"),
+            ));
+        };
+        let stream = definition.stream.get_or_insert_with(Default::default);
+        stream.retention_ms = retention_ms;
+        self.persist(&definition)?;
+        log.set_retention_ms(retention_ms);
+        self.write().insert(name.to_string(), definition);
+        Ok(())
+    }
+
+    fn persist(&self, definition: &RelationDefinition) -> Result<()> {
+        self.store.commit(self.definition_write(definition)?)
+    }
+
+    fn definition_write(&self, definition: &RelationDefinition) -> Result<WriteBatch> {
+        let value = serde_json::to_vec(definition)
+            .map_err(|error| WeirError::internal(format!("cannot encode definition: {error}")))?;
+        let mut batch = WriteBatch::new();
+        batch.put(definition_key(definition.id), value);
+        Ok(batch)
+    }
+
+    fn register(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
+        self.schema.register_table(name.to_string(), provider)?;
+        Ok(())
+    }
+}
+
+fn decode_id(value: &[u8]) -> Result<u64> {
+    let bytes: [u8; 8] = value.try_into().map_err(|_| {
+        WeirError::new(
+            sqlstate::DATA_CORRUPTED,
+            "the catalog's next relation id is malformed",
+        )
+    })?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+/// A materialized view's rows and, if it keeps them, its late rows.
+#[derive(Clone)]
+pub struct ViewResults {
+    pub rows: Arc<ViewResult>,
+    pub late: Option<Arc<ViewResult>>,
+}
+
+#[cfg(test)]
+#[path = "relations_tests.rs"]
+mod tests;
