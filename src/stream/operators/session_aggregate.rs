@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::{HashMap, HashSet, ScalarValue};
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
@@ -153,10 +153,13 @@ impl SessionAggregateOperator {
             .collect())
     }
 
-    fn key_rows(&self, chunk: &Chunk) -> Result<Vec<Vec<u8>>> {
+    /// Each row's key in the row format; None when the only GROUP BY
+    /// columns are the bounds (every row's key is empty). Borrowed per row
+    /// (`key_at`) so no row allocates its key.
+    fn key_rows(&self, chunk: &Chunk) -> Result<Option<Rows>> {
         let rows = chunk.num_rows();
         let Some(converter) = &self.converter else {
-            return Ok(vec![Vec::new(); rows]);
+            return Ok(None);
         };
         let columns = self
             .groups
@@ -165,10 +168,7 @@ impl SessionAggregateOperator {
             .filter(|(index, _)| !is_bound(&self.columns, *index))
             .map(|(_, expression)| expression.evaluate(&chunk.rows)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        let converted = converter.convert_columns(&columns)?;
-        Ok((0..rows)
-            .map(|row| converted.row(row).data().to_vec())
-            .collect())
+        Ok(Some(converter.convert_columns(&columns)?))
     }
 
     /// Starts of the key's sessions that `[ts, end]` overlaps or touches.
@@ -202,6 +202,11 @@ impl SessionAggregateOperator {
         row: u32,
         emitted: &mut Emitted,
     ) -> Result<()> {
+        if let [only] = touching[..] {
+            if only <= ts {
+                return self.extend_session(key, only, end, row, emitted);
+            }
+        }
         if !self.sessions.contains_key(key) {
             self.sessions.insert(key.to_vec(), Sessions::new());
         }
@@ -261,6 +266,40 @@ impl SessionAggregateOperator {
         if !unchanged {
             self.open_ends.insert((last, key.to_vec(), start));
         }
+        Ok(())
+    }
+
+    /// The common case of `place_row`: the row falls in or just after one
+    /// session and does not move its start, so the session stays in place
+    /// and is re-indexed only when its end moves.
+    fn extend_session(
+        &mut self,
+        key: &[u8],
+        start: i64,
+        end: i64,
+        row: u32,
+        emitted: &mut Emitted,
+    ) -> Result<()> {
+        let session = self
+            .sessions
+            .get_mut(key)
+            .and_then(|sessions| sessions.get_mut(&start))
+            .ok_or_else(|| WeirError::internal("a touching session vanished"))?;
+        if session.emitted {
+            let accumulators = session
+                .accumulators
+                .as_mut()
+                .ok_or_else(|| WeirError::internal("extending a final session"))?;
+            let values = evaluate(accumulators)?;
+            emitted.push((key.to_vec(), start, session.end, values, -1));
+            session.emitted = false;
+        }
+        if end > session.end {
+            self.open_ends.remove(&(session.end, key.to_vec(), start));
+            self.open_ends.insert((end, key.to_vec(), start));
+            session.end = end;
+        }
+        session.pending.push(row);
         Ok(())
     }
 
@@ -416,6 +455,10 @@ fn take_before(index: &mut BTreeSet<SessionAt>, end: i64) -> BTreeSet<SessionAt>
     std::mem::replace(index, later)
 }
 
+fn key_at(keys: &Option<Rows>, row: usize) -> &[u8] {
+    keys.as_ref().map_or(&[], |rows| rows.row(row).data())
+}
+
 fn is_bound(columns: &SessionColumns, index: usize) -> bool {
     Some(index) == columns.start || Some(index) == columns.end
 }
@@ -453,7 +496,8 @@ impl Operator for SessionAggregateOperator {
         let mut emitted = Vec::new();
         // Keys changed by this chunk, in the order first seen.
         let (mut changed_keys, mut seen) = (Vec::new(), HashSet::new());
-        for (row, key) in keys.iter().enumerate() {
+        for row in 0..chunk.num_rows() {
+            let key = key_at(&keys, row);
             if times.is_null(row) {
                 continue;
             }
@@ -464,7 +508,7 @@ impl Operator for SessionAggregateOperator {
             let end = session_end(ts, gap)?;
             let watermark = chunk.watermark_before(row, self.watermark);
             let touching = self.touching(key, ts, end);
-            let sessions = self.sessions.get(key.as_slice());
+            let sessions = self.sessions.get(key);
             let touches_final = touching.iter().any(|start| {
                 sessions
                     .and_then(|sessions| sessions.get(start))
@@ -485,8 +529,8 @@ impl Operator for SessionAggregateOperator {
                 });
                 continue;
             }
-            if seen.insert(key.as_slice()) {
-                changed_keys.push(key.as_slice());
+            if seen.insert(key) {
+                changed_keys.push(key);
             }
             self.place_row(key, (ts, end), touching, row as u32, &mut emitted)?;
         }
