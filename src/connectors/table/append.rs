@@ -31,6 +31,9 @@ use crate::stream::WatermarkTracker;
 
 /// Rows a write keeps in memory before spilling them to the log.
 pub(super) const SPILL_ROWS: usize = 256 * 1024;
+/// Bytes of pending rows that spill them whatever their count: wide rows
+/// (a 1 KB text column) would otherwise hold 256 MB per write.
+const SPILL_BYTES: usize = 16 * 1024 * 1024;
 
 /// One statement's rows on their way into a table.
 pub struct BulkWrite {
@@ -45,6 +48,8 @@ pub struct BulkWrite {
     /// Rows not spilled yet.
     pending: Vec<RecordBatch>,
     pending_rows: usize,
+    /// Arrow memory of `pending`.
+    pending_bytes: usize,
     /// Event times seen up to the spilled rows (exclusive writes).
     events: Option<WatermarkTracker>,
     /// Keys added to the unique indexes, taken out again if not committed.
@@ -106,6 +111,7 @@ impl BulkWrite {
             spilled_rows: 0,
             pending: Vec::new(),
             pending_rows: 0,
+            pending_bytes: 0,
             events,
             new_keys: vec![Vec::new(); indexes],
             queued: false,
@@ -129,8 +135,10 @@ impl BulkWrite {
             }
         }
         self.pending_rows += batch.num_rows();
+        self.pending_bytes += batch.get_array_memory_size();
         self.pending.push(batch);
-        if self.exclusive && self.pending_rows >= SPILL_ROWS {
+        let enough = self.pending_rows >= SPILL_ROWS || self.pending_bytes >= SPILL_BYTES;
+        if self.exclusive && enough {
             self.spill()?;
         }
         Ok(())
@@ -145,6 +153,7 @@ impl BulkWrite {
             concat_batches(&self.log.schema, &self.pending).map_err(DataFusionError::from)?;
         self.pending.clear();
         self.pending_rows = 0;
+        self.pending_bytes = 0;
         Ok(Some(rows))
     }
 
