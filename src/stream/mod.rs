@@ -13,6 +13,7 @@ pub mod operator;
 pub mod operators;
 pub mod parallelism;
 pub mod pipeline;
+pub mod time_columns;
 pub mod view_sink;
 pub mod watermark;
 

@@ -12,10 +12,10 @@ use super::errors::{has_subquery, no_watermark, shown, unsupported};
 use super::nodes::{AggregateNode, SessionAggregateNode, StreamNode};
 use super::{PhysicalExprs, Planner, Segment, WindowColumns};
 use crate::error::{Result, WeirError};
+use crate::stream::operators::aggregate::calls::AggregateCall;
+use crate::stream::operators::aggregate::late::SideOutputShape;
+use crate::stream::operators::aggregate::session_aggregate::SessionColumns;
 use crate::stream::operators::aggregate::WindowGroup;
-use crate::stream::operators::aggregate_calls::AggregateCall;
-use crate::stream::operators::aggregate_late::SideOutputShape;
-use crate::stream::operators::session_aggregate::SessionColumns;
 use crate::stream::operators::window::WindowKind;
 use crate::stream::{EmitMode, LatePolicy};
 

@@ -25,7 +25,7 @@ use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 use crate::connectors::table::DurableTable;
 use crate::connectors::view_result::MaterializedViewTable;
 use crate::error::{Result, WeirError};
-use crate::stream::operators::aggregate_late::SideOutputShape;
+use crate::stream::operators::aggregate::late::SideOutputShape;
 use crate::stream::operators::window::WindowSpec;
 use crate::stream::{EmitMode, LatePolicy};
 use errors::{has_subquery, no_watermark, refused, shown, unsupported};

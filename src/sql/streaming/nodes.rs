@@ -8,10 +8,10 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
+use crate::stream::operators::aggregate::calls::AggregateCall;
+use crate::stream::operators::aggregate::late::SideOutputShape;
+use crate::stream::operators::aggregate::session_aggregate::SessionColumns;
 use crate::stream::operators::aggregate::{LateHandling, WindowGroup};
-use crate::stream::operators::aggregate_calls::AggregateCall;
-use crate::stream::operators::aggregate_late::SideOutputShape;
-use crate::stream::operators::session_aggregate::SessionColumns;
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
     AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator,

@@ -14,8 +14,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::error::{sqlstate, WeirError};
-use crate::stream::operators::window::nanoseconds;
 use crate::stream::operators::window_spec::show_timestamp;
+use crate::stream::time_columns::nanoseconds;
 
 pub const GRID_FLOOR_FUNCTION_NAME: &str = "__weir_window_floor";
 

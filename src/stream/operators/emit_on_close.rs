@@ -8,12 +8,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, BooleanArray, UInt32Array};
 use datafusion::arrow::compute::{concat_batches, lexsort_to_indices, SortColumn};
 
-use super::window::nanoseconds;
 use crate::error::Result;
 use crate::state::batch_codec::{decode_batches, encode_batch};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{advance_watermark, Operator, Output};
+use crate::stream::time_columns::nanoseconds;
 use crate::stream::LateRows;
 
 pub struct EmitOnCloseOperator {

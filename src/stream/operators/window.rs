@@ -3,18 +3,14 @@
 //! repeated once per window it falls in. Windows align to 1970-01-01 plus
 //! the offset; their shape is `window_spec`.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, TimestampNanosecondArray, UInt32Array,
-};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
+use datafusion::arrow::array::UInt32Array;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::error::{Result, WeirError};
+use crate::error::Result;
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Operator, Output};
+use crate::stream::time_columns::{nanoseconds, timestamps};
 
 pub use super::window_spec::{describe_duration, WindowKind, WindowSpec};
 
@@ -66,31 +62,4 @@ impl Operator for WindowOperator {
         output.push(Message::batch(windowed.with_rows(rows)));
         Ok(())
     }
-}
-
-/// A timestamp column as nanoseconds since the epoch.
-pub fn nanoseconds(column: &ArrayRef) -> Result<Int64Array> {
-    let DataType::Timestamp(_, zone) = column.data_type() else {
-        return Err(WeirError::internal(format!(
-            "window time column has type {}, not a timestamp",
-            column.data_type()
-        )));
-    };
-    let converted = cast(
-        column,
-        &DataType::Timestamp(TimeUnit::Nanosecond, zone.clone()),
-    )?;
-    Ok(cast(&converted, &DataType::Int64)?
-        .as_primitive::<Int64Type>()
-        .clone())
-}
-
-/// Nanosecond values as a column of `data_type` (the time column's type).
-pub fn timestamps(values: Vec<i64>, data_type: &DataType) -> Result<ArrayRef> {
-    let zone = match data_type {
-        DataType::Timestamp(_, zone) => zone.clone(),
-        _ => None,
-    };
-    let array: ArrayRef = Arc::new(TimestampNanosecondArray::from(values).with_timezone_opt(zone));
-    Ok(cast(&array, data_type)?)
 }

@@ -6,9 +6,9 @@ use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::window::timestamps;
 use crate::error::Result;
 use crate::stream::message::Chunk;
+use crate::stream::time_columns::timestamps;
 
 /// The shape of `<view>_late`: which input columns it keeps, then
 /// window_start, window_end and watermark.

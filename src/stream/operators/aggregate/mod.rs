@@ -7,6 +7,25 @@
 //! the side output if the view has one. Rows within the allowed lateness
 //! correct their window (a retraction and the new row).
 //! Without a window there is one bin that never closes.
+//!
+//! This folder is the aggregate family: `AggregateOperator` here (row-level
+//! accumulators, any emit mode), `WindowAggregateOperator` (vectorised,
+//! windows emitted on close, key-partitioned), `SessionAggregateOperator`,
+//! and what they share — aggregate calls (`calls`), late rows (`late`),
+//! checkpointed state (`state`).
+
+pub mod calls;
+pub mod late;
+pub mod session_aggregate;
+mod session_keys;
+mod session_state;
+mod state;
+pub mod window_aggregate;
+mod window_bin;
+mod window_partitions;
+
+pub use session_aggregate::SessionAggregateOperator;
+pub use window_aggregate::WindowAggregateOperator;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -19,19 +38,19 @@ use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::aggregate_calls::{
-    evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns, AggregateCall,
-    GroupedArguments,
-};
-
-use super::aggregate_late::{LateRow, SideOutputShape};
-use super::aggregate_state::{checkpointed_bins, decode_bin, encode_bin, BinChanges};
-use super::window::{nanoseconds, WindowSpec};
+use super::window::WindowSpec;
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{advance_watermark, Operator, Output};
+use crate::stream::time_columns::nanoseconds;
 use crate::stream::{EmitMode, LatePolicy, LateRows};
+use calls::{
+    evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns, AggregateCall,
+    GroupedArguments,
+};
+use late::{LateRow, SideOutputShape};
+use state::{checkpointed_bins, decode_bin, encode_bin, BinChanges};
 
 /// Which group column is the window (its start or its end) and its shape.
 #[derive(Debug, Clone, Copy)]
@@ -408,5 +427,4 @@ impl AggregateOperator {
 }
 
 #[cfg(test)]
-#[path = "aggregate_tests.rs"]
 mod tests;

@@ -13,23 +13,24 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
-use datafusion::common::{HashMap, HashSet, ScalarValue};
+use datafusion::common::{HashSet, ScalarValue};
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::aggregate::LateHandling;
-use super::aggregate_calls::{
+use super::calls::{
     evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns, AggregateCall,
     Arguments, GroupedArguments,
 };
-use super::aggregate_late::LateRow;
-use super::session_state::{decode_sessions, encode_sessions};
-use super::window::{nanoseconds, timestamps};
-use super::window_spec::session_end;
+use super::late::LateRow;
+use super::session_keys::{KeyId, SessionKeys};
+use super::session_state::decode_sessions;
+use super::LateHandling;
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{advance_watermark, Operator, Output};
+use crate::stream::operators::window_spec::session_end;
+use crate::stream::time_columns::{nanoseconds, timestamps};
 use crate::stream::EmitMode;
 
 /// Where the session's bounds are among the GROUP BY columns.
@@ -86,19 +87,14 @@ pub struct SessionAggregateOperator {
     schema: SchemaRef,
     /// Row format of the key: the GROUP BY columns other than the bounds.
     converter: Option<RowConverter>,
-    sessions: HashMap<Vec<u8>, Sessions>,
+    /// Every key's sessions, by key id.
+    keys: SessionKeys,
     /// (end, key, start) of the sessions still taking rows, and of the
     /// final ones (markers), so closing visits each session once.
     open_ends: BTreeSet<SessionAt>,
     marker_ends: BTreeSet<SessionAt>,
     watermark: Option<i64>,
     late: LateHandling,
-    /// Keys whose sessions changed since the last checkpoint.
-    changed: HashSet<Vec<u8>>,
-    /// Keys with an entry in the last checkpoint: a key whose sessions
-    /// came and went between two checkpoints (most of them, when one COPY
-    /// holds checkpoints off) needs no delete, nor a place in `changed`.
-    stored: HashSet<Vec<u8>>,
 }
 
 impl SessionAggregateOperator {
@@ -126,13 +122,11 @@ impl SessionAggregateOperator {
             emit,
             schema,
             converter,
-            sessions: HashMap::new(),
+            keys: SessionKeys::default(),
             open_ends: BTreeSet::new(),
             marker_ends: BTreeSet::new(),
             watermark: None,
             late,
-            changed: HashSet::new(),
-            stored: HashSet::new(),
         })
     }
 
@@ -171,17 +165,14 @@ impl SessionAggregateOperator {
         Ok(Some(converter.convert_columns(&columns)?))
     }
 
-    /// Starts of the key's sessions that `[ts, end]` overlaps or touches.
-    fn touching(&self, key: &[u8], ts: i64, end: i64) -> Vec<i64> {
-        let Some(sessions) = self.sessions.get(key) else {
-            return Vec::new();
-        };
-        sessions
-            .range(..=end)
-            .rev()
+    /// Starts of the key's sessions that `[ts, end]` overlaps or touches,
+    /// into `touching` (reused across rows).
+    fn touching(&self, id: KeyId, (ts, end): (i64, i64), touching: &mut Vec<i64>) {
+        let sessions = self.keys.sessions(id).range(..=end).rev();
+        let starts = sessions
             .take_while(|(_, session)| session.end >= ts)
-            .map(|(start, _)| *start)
-            .collect()
+            .map(|(start, _)| *start);
+        touching.extend(starts);
     }
 
     /// Whether a session is final for a row arriving under `watermark`.
@@ -196,52 +187,32 @@ impl SessionAggregateOperator {
     /// (`apply_pending`); a shown session it changes is retracted now.
     fn place_row(
         &mut self,
-        key: &[u8],
+        id: KeyId,
         (ts, end): (i64, i64),
-        touching: Vec<i64>,
+        touching: &[i64],
         row: u32,
         emitted: &mut Emitted,
     ) -> Result<()> {
         if let [only] = touching[..] {
             if only <= ts {
-                return self.extend_session(key, only, end, row, emitted);
+                return self.extend_session(id, only, end, row, emitted);
             }
         }
-        if !self.sessions.contains_key(key) {
-            self.sessions.insert(key.to_vec(), Sessions::new());
-        }
-        let sessions = self
-            .sessions
-            .get_mut(key)
-            .ok_or_else(|| WeirError::internal("a session key vanished"))?;
+        let (key, sessions) = self.keys.entry_mut(id);
         let mut merged: Option<Session> = None;
         let (mut start, mut last) = (ts, end);
-        let unchanged = match touching[..] {
-            [only] => sessions
-                .get(&only)
-                .is_some_and(|session| only <= ts && session.end >= end),
-            _ => false,
-        };
-        for old_start in touching {
+        for &old_start in touching {
             let Some(mut session) = sessions.remove(&old_start) else {
                 continue;
             };
-            if !unchanged {
-                self.open_ends
-                    .remove(&(session.end, key.to_vec(), old_start));
-            }
+            self.open_ends.remove(&(session.end, id, old_start));
             if session.emitted {
                 let accumulators = session
                     .accumulators
                     .as_mut()
                     .ok_or_else(|| WeirError::internal("merging a final session"))?;
-                emitted.push((
-                    key.to_vec(),
-                    old_start,
-                    session.end,
-                    evaluate(accumulators)?,
-                    -1,
-                ));
+                let values = evaluate(accumulators)?;
+                emitted.push((key.to_vec(), old_start, session.end, values, -1));
                 session.emitted = false;
             }
             start = start.min(old_start);
@@ -263,9 +234,7 @@ impl SessionAggregateOperator {
         session.end = last;
         session.pending.push(row);
         sessions.insert(start, session);
-        if !unchanged {
-            self.open_ends.insert((last, key.to_vec(), start));
-        }
+        self.open_ends.insert((last, id, start));
         Ok(())
     }
 
@@ -274,16 +243,15 @@ impl SessionAggregateOperator {
     /// and is re-indexed only when its end moves.
     fn extend_session(
         &mut self,
-        key: &[u8],
+        id: KeyId,
         start: i64,
         end: i64,
         row: u32,
         emitted: &mut Emitted,
     ) -> Result<()> {
-        let session = self
-            .sessions
-            .get_mut(key)
-            .and_then(|sessions| sessions.get_mut(&start))
+        let (key, sessions) = self.keys.entry_mut(id);
+        let session = sessions
+            .get_mut(&start)
             .ok_or_else(|| WeirError::internal("a touching session vanished"))?;
         if session.emitted {
             let accumulators = session
@@ -295,8 +263,8 @@ impl SessionAggregateOperator {
             session.emitted = false;
         }
         if end > session.end {
-            self.open_ends.remove(&(session.end, key.to_vec(), start));
-            self.open_ends.insert((end, key.to_vec(), start));
+            self.open_ends.remove(&(session.end, id, start));
+            self.open_ends.insert((end, id, start));
             session.end = end;
         }
         session.pending.push(row);
@@ -307,24 +275,21 @@ impl SessionAggregateOperator {
     /// and shows it if the emit mode says so.
     fn apply_pending(
         &mut self,
-        keys: &[&[u8]],
+        ids: &[KeyId],
         arguments: &[Arguments],
         emitted: &mut Emitted,
     ) -> Result<()> {
         let shows_all = self.emit == EmitMode::OnUpdate;
         // Every changed session's rows in one permutation, walked below in
         // the same order.
-        let order = keys
+        let order = ids
             .iter()
-            .filter_map(|key| self.sessions.get(*key))
-            .flat_map(|sessions| sessions.values())
+            .flat_map(|id| self.keys.sessions(*id).values())
             .flat_map(|session| session.pending.iter().copied());
         let grouped = GroupedArguments::new(arguments, &UInt32Array::from_iter_values(order))?;
         let mut next = 0;
-        for key in keys {
-            let Some(sessions) = self.sessions.get_mut(*key) else {
-                continue;
-            };
+        for &id in ids {
+            let (key, sessions) = self.keys.entry_mut(id);
             for (start, session) in sessions.iter_mut() {
                 if session.pending.is_empty() {
                     continue;
@@ -345,7 +310,7 @@ impl SessionAggregateOperator {
                     session.emitted = true;
                 }
             }
-            self.changed.insert(key.to_vec());
+            self.keys.mark_changed(id);
         }
         Ok(())
     }
@@ -353,14 +318,16 @@ impl SessionAggregateOperator {
     /// Under EMIT ON WINDOW CLOSE: the sessions complete at `watermark_ns`
     /// not shown yet.
     fn emit_complete(&mut self, watermark_ns: i64, emitted: &mut Emitted) -> Result<()> {
-        let bound = (watermark_ns.saturating_add(1), Vec::new(), i64::MIN);
-        for (end, key, start) in self.open_ends.range(..bound) {
-            let session = self.sessions.get_mut(key).and_then(|s| s.get_mut(start));
-            let Some(session) = session else { continue };
+        let bound = (watermark_ns.saturating_add(1), 0, i64::MIN);
+        for &(end, id, start) in self.open_ends.range(..bound) {
+            let (key, sessions) = self.keys.entry_mut(id);
+            let Some(session) = sessions.get_mut(&start) else {
+                continue;
+            };
             if let (Some(accumulators), false) = (&mut session.accumulators, session.emitted) {
-                emitted.push((key.clone(), *start, *end, evaluate(accumulators)?, 1));
+                emitted.push((key.to_vec(), start, end, evaluate(accumulators)?, 1));
                 session.emitted = true;
-                self.changed.insert(key.clone());
+                self.keys.mark_changed(id);
             }
         }
         Ok(())
@@ -370,34 +337,26 @@ impl SessionAggregateOperator {
     /// go once no row can touch them and an open session too (see
     /// `outlives`).
     fn finalize(&mut self, horizon: i64) {
-        for (end, key, start) in take_before(&mut self.open_ends, horizon) {
-            let session = self.sessions.get_mut(&key).and_then(|s| s.get_mut(&start));
-            if let Some(session) = session {
+        for (end, id, start) in take_before(&mut self.open_ends, horizon) {
+            if let Some(session) = self.keys.entry_mut(id).1.get_mut(&start) {
                 session.accumulators = None;
-                self.marker_ends.insert((end, key.clone(), start));
-                self.changed.insert(key);
+                self.marker_ends.insert((end, id, start));
+                self.keys.mark_changed(id);
             }
         }
         let gap = self.columns.gap_ns;
         let forgotten = horizon.saturating_sub(gap.saturating_mul(2));
-        for (end, key, start) in take_before(&mut self.marker_ends, forgotten) {
-            let Some(sessions) = self.sessions.get_mut(&key) else {
-                continue;
-            };
+        for (end, id, start) in take_before(&mut self.marker_ends, forgotten) {
+            let sessions = self.keys.entry_mut(id).1;
             if let Some(later_end) = outlives(sessions, start, end, gap) {
-                self.marker_ends.insert((later_end, key, start));
+                self.marker_ends.insert((later_end, id, start));
                 continue;
             }
             sessions.remove(&start);
-            if !sessions.is_empty() {
-                self.changed.insert(key);
+            if sessions.is_empty() {
+                self.keys.release(id);
             } else {
-                self.sessions.remove(&key);
-                if self.stored.contains(&key) {
-                    self.changed.insert(key);
-                } else {
-                    self.changed.remove(&key);
-                }
+                self.keys.mark_changed(id);
             }
         }
     }
@@ -446,12 +405,12 @@ fn outlives(sessions: &Sessions, start: i64, end: i64, gap: i64) -> Option<i64> 
     (close && next.accumulators.is_some()).then_some(next.end.max(end.saturating_add(1)))
 }
 
-/// A session's place in an end-ordered index: (end, key, start).
-type SessionAt = (i64, Vec<u8>, i64);
+/// A session's place in an end-ordered index: (end, key id, start).
+type SessionAt = (i64, KeyId, i64);
 
 /// Takes the entries ending at or before `end` out of `index`.
 fn take_before(index: &mut BTreeSet<SessionAt>, end: i64) -> BTreeSet<SessionAt> {
-    let later = index.split_off(&(end.saturating_add(1), Vec::new(), i64::MIN));
+    let later = index.split_off(&(end.saturating_add(1), 0, i64::MIN));
     std::mem::replace(index, later)
 }
 
@@ -469,16 +428,15 @@ fn session_name(key: &[u8]) -> Vec<u8> {
 
 impl Operator for SessionAggregateOperator {
     fn memory_bytes(&self) -> usize {
-        let per_key = self.sessions.iter().map(|(key, sessions)| {
+        let per_key = self.keys.iter().map(|(key, sessions)| {
             let accumulators: usize = sessions
                 .values()
                 .flat_map(|session| session.accumulators.iter().flatten())
                 .map(|accumulator| accumulator.size())
                 .sum();
-            key.capacity() + accumulators + sessions.len() * super::aggregate::GROUP_OVERHEAD_BYTES
+            key.len() * 2 + accumulators + sessions.len() * super::GROUP_OVERHEAD_BYTES
         });
-        let index = (self.open_ends.len() + self.marker_ends.len()) * 48
-            + (self.changed.len() + self.stored.len()) * 40;
+        let index = (self.open_ends.len() + self.marker_ends.len()) * 32;
         per_key.sum::<usize>() + index
     }
 
@@ -495,9 +453,9 @@ impl Operator for SessionAggregateOperator {
         let mut late = Vec::new();
         let mut emitted = Vec::new();
         // Keys changed by this chunk, in the order first seen.
-        let (mut changed_keys, mut seen) = (Vec::new(), HashSet::new());
+        let (mut changed_ids, mut seen) = (Vec::new(), HashSet::new());
+        let mut touching = Vec::new();
         for row in 0..chunk.num_rows() {
-            let key = key_at(&keys, row);
             if times.is_null(row) {
                 continue;
             }
@@ -507,12 +465,19 @@ impl Operator for SessionAggregateOperator {
             let ts = times.value(row);
             let end = session_end(ts, gap)?;
             let watermark = chunk.watermark_before(row, self.watermark);
-            let touching = self.touching(key, ts, end);
-            let sessions = self.sessions.get(key);
-            let touches_final = touching.iter().any(|start| {
-                sessions
-                    .and_then(|sessions| sessions.get(start))
-                    .is_some_and(|session| self.is_final(session, watermark))
+            let key = key_at(&keys, row);
+            let id = self.keys.find(key);
+            touching.clear();
+            if let Some(id) = id {
+                self.touching(id, (ts, end), &mut touching);
+            }
+            let touches_final = id.is_some_and(|id| {
+                let sessions = self.keys.sessions(id);
+                touching.iter().any(|start| {
+                    sessions
+                        .get(start)
+                        .is_some_and(|session| self.is_final(session, watermark))
+                })
             });
             // A row joins the open sessions it touches even when its own
             // `[ts, ts + gap)` is complete; it is late only when it would
@@ -529,12 +494,16 @@ impl Operator for SessionAggregateOperator {
                 });
                 continue;
             }
-            if seen.insert(key) {
-                changed_keys.push(key);
+            let id = match id {
+                Some(id) => id,
+                None => self.keys.intern(key)?,
+            };
+            if seen.insert(id) {
+                changed_ids.push(id);
             }
-            self.place_row(key, (ts, end), touching, row as u32, &mut emitted)?;
+            self.place_row(id, (ts, end), &touching, row as u32, &mut emitted)?;
         }
-        self.apply_pending(&changed_keys, &arguments, &mut emitted)?;
+        self.apply_pending(&changed_ids, &arguments, &mut emitted)?;
         self.late.report(&chunk, &late)?;
         self.emit_rows(emitted, output)
     }
@@ -558,19 +527,7 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        for key in std::mem::take(&mut self.changed) {
-            match self.sessions.get_mut(&key) {
-                Some(sessions) => {
-                    state.put(&session_name(&key), encode_sessions(sessions, &self.calls)?);
-                    self.stored.insert(key);
-                }
-                None => {
-                    if self.stored.remove(&key) {
-                        state.delete(&session_name(&key));
-                    }
-                }
-            }
-        }
+        self.keys.checkpoint(&self.calls, session_name, state)?;
         if let Some(watermark) = self.watermark {
             state.put(b"watermark", encode_i64(watermark));
         }
@@ -582,15 +539,14 @@ impl Operator for SessionAggregateOperator {
         for (name, value) in state.with_prefix(b"session/") {
             let key = name[b"session/".len()..].to_vec();
             let sessions = decode_sessions(&self.calls, value)?;
-            for (start, session) in &sessions {
-                let at = (session.end, key.clone(), *start);
+            let id = self.keys.restore(key, sessions)?;
+            for (start, session) in self.keys.sessions(id) {
+                let at = (session.end, id, *start);
                 match session.accumulators {
                     Some(_) => self.open_ends.insert(at),
                     None => self.marker_ends.insert(at),
                 };
             }
-            self.stored.insert(key.clone());
-            self.sessions.insert(key, sessions);
         }
         Ok(())
     }

@@ -2,9 +2,9 @@
 //! `aggregate_state`) with each session's start, end and flags as its
 //! group key. Final sessions (markers) store fresh accumulators.
 
-use super::aggregate_calls::{new_accumulators, AggregateCall};
-use super::aggregate_state::{decode_bin, encode_groups};
+use super::calls::{new_accumulators, AggregateCall};
 use super::session_aggregate::{Session, Sessions};
+use super::state::{decode_bin, encode_groups};
 use crate::error::{sqlstate, Result, WeirError};
 
 const FINAL: u8 = 1;

@@ -20,8 +20,8 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 
-use super::aggregate::Bin;
-use super::aggregate_calls::{new_accumulators, AggregateCall};
+use super::calls::{new_accumulators, AggregateCall};
+use super::Bin;
 use crate::error::{Result, WeirError};
 use crate::state::batch_codec::{decode_batches, encode_batch};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
@@ -316,7 +316,7 @@ pub fn checkpointed_bins(state: &StateReader) -> Result<(Option<i64>, Checkpoint
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::operators::aggregate_calls::evaluate;
+    use crate::stream::operators::aggregate::calls::evaluate;
     use datafusion::functions_aggregate::count::count_udaf;
     use datafusion::physical_expr::aggregate::AggregateExprBuilder;
     use datafusion::physical_expr::expressions::col;

@@ -23,11 +23,11 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::aggregate::{late_row, window_ends, LateHandling, WindowGroup};
-use super::aggregate_calls::{evaluate_arguments, AggregateCall};
-use super::aggregate_state::{checkpointed_bins, BinChanges};
+use super::calls::{evaluate_arguments, AggregateCall};
+use super::state::{checkpointed_bins, BinChanges};
 use super::window_bin::{BinShape, WindowBin};
 use super::window_partitions::{Assigned, WindowPartitions};
+use super::{late_row, window_ends, LateHandling, WindowGroup};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};

@@ -20,8 +20,8 @@ use datafusion::physical_expr::GroupsAccumulatorAdapter;
 use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 
-use super::aggregate_calls::AggregateCall;
-use super::aggregate_state::state_widths;
+use super::calls::AggregateCall;
+use super::state::state_widths;
 use crate::error::Result;
 
 /// What every bin of one operator shares: the key columns' schema, the

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, UInt32Array};
 use datafusion::arrow::compute::{concat, take};
 
-use super::aggregate_late::LateRow;
-use super::aggregate_state::{decode_state, encode_state};
+use super::late::LateRow;
+use super::state::{decode_state, encode_state};
 use super::window_bin::{checkpointed_keys, BinRows, BinShape, WindowBin};
 use crate::error::{Result, WeirError};
 use crate::stream::parallelism::partition_of_rows;
