@@ -43,6 +43,10 @@ pub struct SessionColumns {
 
 pub struct Session {
     pub end: i64,
+    /// The end this open session is filed under in `open_ends`: at most
+    /// `end`, since a row extending the session only moves `end`; the
+    /// entry is moved when the watermark reaches it (`refile`).
+    pub filed_end: i64,
     /// None once the session is final (a marker).
     pub accumulators: Option<Vec<Box<dyn Accumulator>>>,
     /// Whether the output holds this session's row.
@@ -205,7 +209,7 @@ impl SessionAggregateOperator {
             let Some(mut session) = sessions.remove(&old_start) else {
                 continue;
             };
-            self.open_ends.remove(&(session.end, id, old_start));
+            self.open_ends.remove(&(session.filed_end, id, old_start));
             if session.emitted {
                 let accumulators = session
                     .accumulators
@@ -226,12 +230,14 @@ impl SessionAggregateOperator {
             Some(session) => session,
             None => Session {
                 end,
+                filed_end: end,
                 accumulators: Some(new_accumulators(&self.calls)?),
                 emitted: false,
                 pending: Vec::new(),
             },
         };
         session.end = last;
+        session.filed_end = last;
         session.pending.push(row);
         sessions.insert(start, session);
         self.open_ends.insert((last, id, start));
@@ -240,7 +246,7 @@ impl SessionAggregateOperator {
 
     /// The common case of `place_row`: the row falls in or just after one
     /// session and does not move its start, so the session stays in place
-    /// and is re-indexed only when its end moves.
+    /// and keeps its entry in `open_ends` (moved later, see `filed_end`).
     fn extend_session(
         &mut self,
         id: KeyId,
@@ -262,11 +268,7 @@ impl SessionAggregateOperator {
             emitted.push((key.to_vec(), start, session.end, values, -1));
             session.emitted = false;
         }
-        if end > session.end {
-            self.open_ends.remove(&(session.end, id, start));
-            self.open_ends.insert((end, id, start));
-            session.end = end;
-        }
+        session.end = session.end.max(end);
         session.pending.push(row);
         Ok(())
     }
@@ -319,30 +321,54 @@ impl SessionAggregateOperator {
     /// not shown yet.
     fn emit_complete(&mut self, watermark_ns: i64, emitted: &mut Emitted) -> Result<()> {
         let bound = (watermark_ns.saturating_add(1), 0, i64::MIN);
-        for &(end, id, start) in self.open_ends.range(..bound) {
+        let mut extended = Vec::new();
+        for &(filed, id, start) in self.open_ends.range(..bound) {
             let (key, sessions) = self.keys.entry_mut(id);
             let Some(session) = sessions.get_mut(&start) else {
                 continue;
             };
+            if session.end > watermark_ns {
+                extended.push((filed, id, start));
+                continue;
+            }
             if let (Some(accumulators), false) = (&mut session.accumulators, session.emitted) {
-                emitted.push((key.to_vec(), start, end, evaluate(accumulators)?, 1));
+                let values = evaluate(accumulators)?;
+                emitted.push((key.to_vec(), start, session.end, values, 1));
                 session.emitted = true;
                 self.keys.mark_changed(id);
             }
         }
+        for at in extended {
+            self.open_ends.remove(&at);
+            self.refile(at.1, at.2);
+        }
         Ok(())
+    }
+
+    /// Files an open session in `open_ends` under its current end (its
+    /// old entry already gone).
+    fn refile(&mut self, id: KeyId, start: i64) {
+        if let Some(session) = self.keys.entry_mut(id).1.get_mut(&start) {
+            session.filed_end = session.end;
+            self.open_ends.insert((session.end, id, start));
+        }
     }
 
     /// Sessions ending at or before `horizon` become final markers; markers
     /// go once no row can touch them and an open session too (see
     /// `outlives`).
     fn finalize(&mut self, horizon: i64) {
-        for (end, id, start) in take_before(&mut self.open_ends, horizon) {
-            if let Some(session) = self.keys.entry_mut(id).1.get_mut(&start) {
-                session.accumulators = None;
-                self.marker_ends.insert((end, id, start));
-                self.keys.mark_changed(id);
+        for (_, id, start) in take_before(&mut self.open_ends, horizon) {
+            let Some(session) = self.keys.entry_mut(id).1.get_mut(&start) else {
+                continue;
+            };
+            if session.end > horizon {
+                self.refile(id, start);
+                continue;
             }
+            session.accumulators = None;
+            self.marker_ends.insert((session.end, id, start));
+            self.keys.mark_changed(id);
         }
         let gap = self.columns.gap_ns;
         let forgotten = horizon.saturating_sub(gap.saturating_mul(2));

@@ -57,6 +57,7 @@ pub fn decode_sessions(calls: &[AggregateCall], value: &[u8]) -> Result<Sessions
             start,
             Session {
                 end,
+                filed_end: end,
                 accumulators: (flags & FINAL == 0).then_some(accumulators),
                 emitted: flags & EMITTED != 0,
                 pending: Vec::new(),
