@@ -210,15 +210,7 @@ impl SessionAggregateOperator {
                 continue;
             };
             self.open_ends.remove(&(session.filed_end, id, old_start));
-            if session.emitted {
-                let accumulators = session
-                    .accumulators
-                    .as_mut()
-                    .ok_or_else(|| WeirError::internal("merging a final session"))?;
-                let values = evaluate(accumulators)?;
-                emitted.push((key.to_vec(), old_start, session.end, values, -1));
-                session.emitted = false;
-            }
+            retract_shown(key, old_start, &mut session, emitted)?;
             start = start.min(old_start);
             last = last.max(session.end);
             merged = Some(match merged {
@@ -259,15 +251,7 @@ impl SessionAggregateOperator {
         let session = sessions
             .get_mut(&start)
             .ok_or_else(|| WeirError::internal("a touching session vanished"))?;
-        if session.emitted {
-            let accumulators = session
-                .accumulators
-                .as_mut()
-                .ok_or_else(|| WeirError::internal("extending a final session"))?;
-            let values = evaluate(accumulators)?;
-            emitted.push((key.to_vec(), start, session.end, values, -1));
-            session.emitted = false;
-        }
+        retract_shown(key, start, session, emitted)?;
         session.end = session.end.max(end);
         session.pending.push(row);
         Ok(())
@@ -417,6 +401,26 @@ impl SessionAggregateOperator {
         columns.extend(value_columns(&self.schema, self.groups.len(), &values)?);
         push_changes(&self.schema, columns, emitted.iter().map(|e| e.4), output)
     }
+}
+
+/// A shown session about to change: its row is retracted from the output.
+fn retract_shown(
+    key: &[u8],
+    start: i64,
+    session: &mut Session,
+    emitted: &mut Emitted,
+) -> Result<()> {
+    if !session.emitted {
+        return Ok(());
+    }
+    let accumulators = session
+        .accumulators
+        .as_mut()
+        .ok_or_else(|| WeirError::internal("changing a final session"))?;
+    let values = evaluate(accumulators)?;
+    emitted.push((key.to_vec(), start, session.end, values, -1));
+    session.emitted = false;
+    Ok(())
 }
 
 /// A final session (a marker) ending at `end` must stay while a row could
