@@ -52,9 +52,10 @@ struct ServeOptions {
     /// Default: no limit.
     #[arg(long, env = "WEIR_MEMORY_LIMIT", value_parser = parse_memory_limit)]
     memory_limit: Option<u64>,
-    /// How many key partitions a window aggregate updates in parallel, each
-    /// on its own thread (1 to 64). Default 1: on 2 cores more is slower
-    /// today (docs/benchmarks.md). Results do not depend on it, and it may
+    /// How many key partitions an aggregate updates in parallel, each on a
+    /// thread of its own (1 to 64). Default: one per core for SESSION
+    /// aggregates, 1 for window aggregates, where more is slower on 2
+    /// cores (docs/benchmarks.md). Results do not depend on it, and it may
     /// change between restarts.
     #[arg(long, env = "WEIR_PARALLELISM", value_parser = clap::value_parser!(u64).range(1..=64))]
     parallelism: Option<u64>,
@@ -87,8 +88,8 @@ struct BenchOptions {
     /// by default a fresh directory under the system temp dir, removed afterwards.
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Key partitions a window aggregate updates in parallel (as the
-    /// server's --parallelism). Default 1.
+    /// Key partitions an aggregate updates in parallel (as the server's
+    /// --parallelism).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     parallelism: Option<u64>,
 }
@@ -133,25 +134,46 @@ impl ScenarioChoice {
 /// eight per core) and keeps freed memory in each; with tokio's workers,
 /// blocking threads and sled's, a 10 M-row load peaked at 414 (TUMBLE),
 /// 686 (HOP), 581 MB (SESSION) with 229 MB of live heap for TUMBLE. One
-/// arena: 277, 532, 371 MB, at the same speed, since the dataflow runs
-/// under one lock today; the parallel runtime (issue 12) must measure this
-/// again (docs/benchmarks.md). An explicit `MALLOC_ARENA_MAX` is left to
-/// glibc.
+/// arena: 277, 532, 371 MB at the same speed, while one thread did the
+/// view work. Operator partitions work on threads of their own at once,
+/// and sharing one arena made two partitions no faster than one (keyed
+/// SESSION: 1.02 M events/s vs 1.33 M with an arena each), so there is one
+/// arena per partition thread plus one for the rest. Arrow buffers of a
+/// MiB or more are mapped and unmapped on their own (a fixed threshold:
+/// glibc's moving one keeps them in the arenas once one was freed), which
+/// keeps the extra arenas from raising peak memory (10 M-row COPY: 269 /
+/// 274 / 236 MB with three arenas, 186 / 193 / 221 MB with the threshold;
+/// docs/benchmarks.md). Settings in the environment are left to glibc.
 /// Runs before any thread exists, as mallopt requires.
-fn limit_malloc_arenas() {
+fn tune_malloc(partitions: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: called first in main, before any other thread allocates.
+    {
+        const MAPPED_BYTES: i32 = 1024 * 1024;
+        let unset = |name: &str| std::env::var_os(name).is_none();
+        let arenas = if partitions > 1 { partitions + 1 } else { 1 };
+        // SAFETY: called in main before any other thread exists.
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
+            if unset("MALLOC_ARENA_MAX") {
+                libc::mallopt(libc::M_ARENA_MAX, arenas as i32);
+            }
+            if unset("MALLOC_MMAP_THRESHOLD_") {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, MAPPED_BYTES);
+            }
         }
     }
 }
 
 fn main() -> std::process::ExitCode {
-    limit_malloc_arenas();
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve(cli.serve));
+    let parallelism = match &command {
+        Command::Serve(options) => options.parallelism,
+        Command::Bench(options) => options.parallelism,
+    };
+    if let Some(partitions) = parallelism {
+        weir::stream::parallelism::set_parallelism(partitions as usize);
+    }
+    tune_malloc(weir::stream::parallelism::most_partitions());
     // The benchmark's table goes to stdout; routine engine logs would break it up.
     let default_log_level = match command {
         Command::Serve(_) => "info",
@@ -196,9 +218,6 @@ async fn run(command: Command) -> weir::error::Result<()> {
 }
 
 async fn bench(options: BenchOptions) -> weir::error::Result<()> {
-    if let Some(partitions) = options.parallelism {
-        weir::stream::parallelism::set_parallelism(partitions as usize);
-    }
     let workload = Workload {
         rows: options.rows,
         batch_rows: options.batch_rows,
@@ -211,9 +230,6 @@ async fn bench(options: BenchOptions) -> weir::error::Result<()> {
 }
 
 async fn serve(options: ServeOptions) -> weir::error::Result<()> {
-    if let Some(partitions) = options.parallelism {
-        weir::stream::parallelism::set_parallelism(partitions as usize);
-    }
     let cache_bytes = options.store_cache_mb.saturating_mul(1024 * 1024);
     let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
     engine.set_memory_limit_bytes(options.memory_limit);

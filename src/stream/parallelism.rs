@@ -1,35 +1,64 @@
 //! How many partitions a keyed operator splits its groups into, each
-//! updated on its own thread for every batch (`--parallelism`, default 1:
-//! measured on 2 cores, splitting the window aggregate alone costs more
-//! than its threads save, docs/benchmarks.md). Set once at start, before
-//! any view is planned; results do not depend on it (a group lives in
-//! exactly one partition, and checkpoints hold groups, not partitions, so a
-//! restart may change it).
+//! updated on its own long-lived thread for every batch (`--parallelism`;
+//! by default one per core for session aggregates and one for window
+//! aggregates, as measured on 2 cores, docs/benchmarks.md). Set once at
+//! start, before any view is planned; results do not depend on it (a group
+//! lives in exactly one partition, and checkpoints hold groups, not
+//! partitions, so a restart may change it).
 
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::common::hash_utils::{create_hashes, RandomState};
+use rayon_core::{ThreadPool, ThreadPoolBuilder};
 
-use crate::error::Result;
+use crate::error::{Result, WeirError};
 
 /// The most partitions a setting may ask for.
 pub const MAX_PARALLELISM: usize = 64;
 
-static PARALLELISM: AtomicUsize = AtomicUsize::new(0);
+/// Below this many rows a batch is split on the calling thread alone:
+/// waking the partition threads would cost more than it saves.
+pub const ROWS_FOR_THREADS: usize = 2048;
 
-/// One partition until partitioning pays (see the module comment).
-pub const DEFAULT_PARALLELISM: usize = 1;
+/// The explicit setting; 0 when not set (each operator kind's default).
+static PARALLELISM: AtomicUsize = AtomicUsize::new(0);
 
 pub fn set_parallelism(partitions: usize) {
     PARALLELISM.store(partitions.clamp(1, MAX_PARALLELISM), Ordering::Relaxed);
 }
 
-pub fn parallelism() -> usize {
+fn setting() -> Option<usize> {
     match PARALLELISM.load(Ordering::Relaxed) {
-        0 => DEFAULT_PARALLELISM,
-        partitions => partitions,
+        0 => None,
+        partitions => Some(partitions),
     }
+}
+
+/// A window aggregate's partitions: the setting, else one. Measured on 2
+/// cores, its per-row work is too small for the split to pay (keyed
+/// TUMBLE 22 % slower at 2, HOP even; docs/benchmarks.md).
+pub fn window_partitions() -> usize {
+    setting().unwrap_or(1)
+}
+
+/// A session aggregate's partitions: the setting, else one per core (its
+/// per-row work pays for the split: keyed SESSION +24 % at 2 on 2 cores).
+pub fn session_partitions() -> usize {
+    setting().unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |cores| cores.get())
+            .min(MAX_PARALLELISM)
+    })
+}
+
+/// The most partitions any operator uses.
+pub fn most_partitions() -> usize {
+    window_partitions().max(session_partitions())
 }
 
 /// The partition of each row's key: a fixed hash of the key columns, so a
@@ -44,6 +73,71 @@ pub fn partition_of_rows(keys: &[ArrayRef], rows: usize, partitions: usize) -> R
         .into_iter()
         .map(|hash| (hash % partitions as u64) as usize)
         .collect())
+}
+
+/// Runs `work` on every partition and returns the outcomes in partition
+/// order; when `threaded`, partition `i` runs on thread `i` of a pool of
+/// long-lived threads (one pool per partition count), else all on the
+/// calling thread. The same thread each time keeps a partition's
+/// allocations and frees in one malloc arena: fresh threads per batch
+/// contended on arena locks and cost more CPU than they saved.
+pub fn for_each_partition<P, T, F>(
+    partitions: impl Iterator<Item = P>,
+    threaded: bool,
+    work: F,
+) -> Vec<Result<T>>
+where
+    P: Send,
+    T: Send,
+    F: Fn(P) -> Result<T> + Sync,
+{
+    if !threaded {
+        return partitions.map(work).collect();
+    }
+    let slots: Vec<Mutex<Option<P>>> = partitions.map(|p| Mutex::new(Some(p))).collect();
+    let pool = match pool(slots.len()) {
+        Ok(pool) => pool,
+        Err(error) => return vec![Err(error)],
+    };
+    pool.broadcast(|context| {
+        let slot = slots[context.index()].lock().map(|mut slot| slot.take());
+        let Ok(Some(partition)) = slot else {
+            return Err(WeirError::internal("a partition was run twice"));
+        };
+        std::panic::catch_unwind(AssertUnwindSafe(|| work(partition)))
+            .unwrap_or_else(|_| Err(WeirError::internal("an operator partition panicked")))
+    })
+}
+
+/// The pool with `threads` threads, started on first use and kept (there
+/// is one per partition count in use, at most `MAX_PARALLELISM`).
+fn pool(threads: usize) -> Result<&'static ThreadPool> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, &'static ThreadPool>>> = OnceLock::new();
+    let pools = POOLS.get_or_init(Default::default);
+    let mut pools = pools
+        .lock()
+        .map_err(|_| WeirError::internal("the partition pools' lock is poisoned"))?;
+    if let Some(pool) = pools.get(&threads) {
+        return Ok(pool);
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|index| format!("weir-partition-{index}"))
+        .build()
+        .map_err(|error| WeirError::internal(format!("starting partition threads: {error}")))?;
+    let pool: &'static ThreadPool = Box::leak(Box::new(pool));
+    pools.insert(threads, pool);
+    Ok(pool)
+}
+
+/// The partition of a key given as bytes (a row-format key): a fixed hash,
+/// so a key always lands in the same partition within a process, which
+/// is all a restore needs (checkpoints hold keys, not partitions).
+pub fn partition_of_key(key: &[u8], partitions: usize) -> usize {
+    if partitions == 1 {
+        return 0;
+    }
+    (RandomState::with_seed(0x7765_6972).hash_one(key) % partitions as u64) as usize
 }
 
 #[cfg(test)]

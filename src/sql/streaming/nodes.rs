@@ -117,6 +117,7 @@ impl StreamNode {
                 node.emit,
                 node.schema,
                 late_handling(node.late, late_rows, node.side_output),
+                crate::stream::parallelism::session_partitions(),
             )?),
             StreamNode::Aggregate(node) => match node.vectorised_window() {
                 Some(window) => Box::new(WindowAggregateOperator::new(
@@ -125,7 +126,7 @@ impl StreamNode {
                     window,
                     node.schema,
                     late_handling(node.late, late_rows, node.side_output),
-                    crate::stream::parallelism::parallelism(),
+                    crate::stream::parallelism::window_partitions(),
                 )?),
                 None => Box::new(AggregateOperator::new(
                     node.groups,

@@ -18,6 +18,7 @@ pub mod calls;
 pub mod late;
 pub mod session_aggregate;
 mod session_keys;
+mod session_partition;
 mod session_state;
 mod state;
 pub mod window_aggregate;

@@ -22,6 +22,15 @@ fn time() -> DataType {
 
 /// COUNT(*) per (k, window_start, window_end) over sessions with gap 10 ns.
 fn operator(emit: EmitMode, policy: LatePolicy) -> (SessionAggregateOperator, Arc<AtomicU64>) {
+    operator_in(emit, policy, 1)
+}
+
+/// The same operator with its keys split into `partitions`.
+fn operator_in(
+    emit: EmitMode,
+    policy: LatePolicy,
+    partitions: usize,
+) -> (SessionAggregateOperator, Arc<AtomicU64>) {
     let input = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Utf8, true),
         Field::new("window_start", time(), true),
@@ -57,7 +66,8 @@ fn operator(emit: EmitMode, policy: LatePolicy) -> (SessionAggregateOperator, Ar
         side_output: None,
     };
     let operator =
-        SessionAggregateOperator::new(groups, columns, calls, emit, output, handling).unwrap();
+        SessionAggregateOperator::new(groups, columns, calls, emit, output, handling, partitions)
+            .unwrap();
     (operator, late)
 }
 
@@ -154,11 +164,11 @@ fn sessions_close_at_their_end_and_never_reopen() {
     // Two gaps later (no new session can then touch it) the marker is gone
     // and the key has no state left.
     let keys = sessions.key_rows(&chunk(&[("a", 0)], &[None])).unwrap();
-    let key = key_at(&keys, 0).to_vec();
+    let key = keys.unwrap().row(0).data().to_vec();
     push(&mut sessions, &[], 33);
-    assert!(sessions.keys.find(&key).is_some());
+    assert!(sessions.partitions[0].keys.find(&key).is_some());
     push(&mut sessions, &[], 34);
-    assert!(sessions.keys.find(&key).is_none());
+    assert!(sessions.partitions[0].keys.find(&key).is_none());
 }
 
 #[test]
@@ -197,7 +207,7 @@ fn a_final_session_stays_while_a_row_could_touch_it_and_an_open_one() {
     assert_eq!(late.load(Ordering::Relaxed), 1);
     // Once the open session is final too, both go in time.
     push(&mut sessions, &[], 200);
-    assert!(sessions.keys.iter().next().is_none());
+    assert!(sessions.partitions[0].keys.iter().next().is_none());
 }
 
 #[test]
@@ -263,7 +273,7 @@ fn a_checkpoint_deletes_only_keys_it_stored() {
     push(&mut sessions, &[("b", 100)], 100);
     push(&mut sessions, &[("c", 200)], 200);
     assert_eq!(
-        sessions.keys.pending_writes(),
+        sessions.partitions[0].keys.pending_writes(),
         2,
         "b left no trace to write"
     );
@@ -297,8 +307,75 @@ fn state_stays_bounded_over_a_long_run() {
             let time = step * 4;
             // Each key gets a row every 16 ns: one session per row.
             push(&mut sessions, &[(key, time), ("late", time - 25)], time - 1);
-            most = most.max(sessions.open_ends.len() + sessions.marker_ends.len());
+            most = most.max(
+                sessions.partitions[0].open_ends.len() + sessions.partitions[0].marker_ends.len(),
+            );
         }
         assert!(most <= 40, "{most} sessions held under {policy:?}");
+    }
+}
+
+/// Rows with a net nonzero diff, sorted: what the view holds.
+fn net_rows(output: &Output) -> Vec<(String, i64, i64, i64, i64)> {
+    let mut net: HashMap<(String, i64, i64, i64), i64> = HashMap::new();
+    for (key, start, end, count, diff) in rows(output) {
+        *net.entry((key, start, end, count)).or_default() += diff;
+    }
+    let mut held: Vec<_> = net
+        .into_iter()
+        .filter(|(_, diff)| *diff != 0)
+        .map(|((key, start, end, count), diff)| (key, start, end, count, diff))
+        .collect();
+    held.sort();
+    held
+}
+
+#[test]
+fn results_do_not_depend_on_the_partition_count() {
+    use crate::state::SledStore;
+    use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
+    let policy = LatePolicy::Update {
+        allowed_lateness_ns: 15,
+    };
+    let names: Vec<String> = (0..300).map(|key| format!("k{key}")).collect();
+    // Batches big enough for threads; times out of order within a batch,
+    // so sessions extend, merge, close, take corrections and go late.
+    let batches: Vec<Vec<(&str, i64)>> = (0..6i64)
+        .map(|batch| {
+            (0..3000i64)
+                .map(|row| {
+                    let key = &names[((row * 7 + batch) % 300) as usize];
+                    let behind = if row % 50 == 0 { 70 } else { 0 };
+                    (key.as_str(), batch * 40 + (row * 13) % 47 - behind)
+                })
+                .collect()
+        })
+        .collect();
+    let run = |partitions: usize, restore_at: usize| {
+        let mut outputs = Vec::new();
+        let (mut sessions, late) = operator_in(EmitMode::OnUpdate, policy, partitions);
+        for (step, batch) in batches.iter().enumerate() {
+            if step == 3 {
+                let directory = tempfile::tempdir().unwrap();
+                let store = SledStore::open(directory.path()).unwrap();
+                commit_checkpoint(&mut sessions, &store);
+                let restored = operator_in(EmitMode::OnUpdate, policy, restore_at);
+                sessions = restored.0;
+                sessions.restore(&stored_state(&store)).unwrap();
+            }
+            outputs.extend(push(&mut sessions, batch, step as i64 * 40 - 20));
+        }
+        outputs.extend(push(&mut sessions, &[], 1_000));
+        (net_rows(&outputs), late.load(Ordering::Relaxed))
+    };
+    let (one, late_one) = run(1, 1);
+    assert!(one.len() > 300, "{} sessions", one.len());
+    assert!(late_one > 0);
+    for (partitions, restore_at) in [(2, 2), (3, 1), (1, 4)] {
+        let (held, _) = run(partitions, restore_at);
+        assert_eq!(
+            held, one,
+            "{partitions} partitions, restored at {restore_at}"
+        );
     }
 }

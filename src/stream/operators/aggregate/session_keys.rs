@@ -2,9 +2,10 @@
 //! a small id while it has sessions, so the per-row work indexes a vector
 //! and compares integers instead of hashing and comparing owned bytes; an
 //! id is reused once its key's sessions are all gone. Also which keys'
-//! checkpoint entries must be rewritten or deleted.
+//! checkpoint entries must be rewritten or deleted, and which keys a batch
+//! changed, both as flags by id so no row hashes a key twice.
 
-use datafusion::common::{HashMap, HashSet};
+use datafusion::common::HashMap;
 
 use super::calls::AggregateCall;
 use super::session_aggregate::Sessions;
@@ -21,12 +22,16 @@ pub struct SessionKeys {
     keys: Vec<Vec<u8>>,
     sessions: Vec<Sessions>,
     free: Vec<KeyId>,
-    /// Keys whose sessions changed since the last checkpoint.
-    changed: HashSet<KeyId>,
-    /// Keys with an entry in the last checkpoint: a key whose sessions
-    /// came and went between two checkpoints (most of them, when one COPY
-    /// holds checkpoints off) needs no delete.
-    stored: HashSet<Vec<u8>>,
+    /// Keys whose sessions changed since the last checkpoint: the ids (an
+    /// id may repeat after a release) and a flag by id.
+    changed: Vec<KeyId>,
+    is_changed: Vec<bool>,
+    /// By id: whether the key's sessions changed in the current batch.
+    in_batch: Vec<bool>,
+    /// By id: whether the key has an entry in the last checkpoint. A key
+    /// whose sessions came and went between two checkpoints (most of them,
+    /// when one COPY holds checkpoints off) needs no delete.
+    stored: Vec<bool>,
     /// Stored keys whose sessions all went since the last checkpoint.
     deleted: Vec<Vec<u8>>,
 }
@@ -51,6 +56,9 @@ impl SessionKeys {
                     .map_err(|_| WeirError::internal("more than 2^32 session keys"))?;
                 self.keys.push(key.to_vec());
                 self.sessions.push(Sessions::new());
+                self.is_changed.push(false);
+                self.in_batch.push(false);
+                self.stored.push(false);
                 id
             }
         };
@@ -68,7 +76,25 @@ impl SessionKeys {
     }
 
     pub fn mark_changed(&mut self, id: KeyId) {
-        self.changed.insert(id);
+        let flag = &mut self.is_changed[id as usize];
+        if !*flag {
+            *flag = true;
+            self.changed.push(id);
+        }
+    }
+
+    /// Marks the key changed by the current batch (and since the last
+    /// checkpoint); true the first time in the batch.
+    pub fn join_batch(&mut self, id: KeyId) -> bool {
+        self.mark_changed(id);
+        !std::mem::replace(&mut self.in_batch[id as usize], true)
+    }
+
+    /// The batch that changed these keys is done.
+    pub fn leave_batch(&mut self, ids: &[KeyId]) {
+        for &id in ids {
+            self.in_batch[id as usize] = false;
+        }
     }
 
     /// The key's sessions are all gone: its id is free for another key,
@@ -76,8 +102,10 @@ impl SessionKeys {
     pub fn release(&mut self, id: KeyId) {
         let key = std::mem::take(&mut self.keys[id as usize]);
         self.ids.remove(&key);
-        self.changed.remove(&id);
-        if self.stored.remove(&key) {
+        let index = id as usize;
+        self.is_changed[index] = false;
+        self.in_batch[index] = false;
+        if std::mem::replace(&mut self.stored[index], false) {
             self.deleted.push(key);
         }
         self.free.push(id);
@@ -96,14 +124,14 @@ impl SessionKeys {
     /// Entries the next checkpoint writes or deletes.
     #[cfg(test)]
     pub fn pending_writes(&self) -> usize {
-        self.changed.len() + self.deleted.len()
+        self.is_changed.iter().filter(|flag| **flag).count() + self.deleted.len()
     }
 
     /// A key's sessions from a checkpoint.
     pub fn restore(&mut self, key: Vec<u8>, sessions: Sessions) -> Result<KeyId> {
         let id = self.intern(&key)?;
         self.sessions[id as usize] = sessions;
-        self.stored.insert(key);
+        self.stored[id as usize] = true;
         Ok(id)
     }
 
@@ -119,11 +147,13 @@ impl SessionKeys {
             state.delete(&name(&key));
         }
         for id in std::mem::take(&mut self.changed) {
-            let (key, sessions) = (&self.keys[id as usize], &mut self.sessions[id as usize]);
-            state.put(&name(key), encode_sessions(sessions, calls)?);
-            if !self.stored.contains(key.as_slice()) {
-                self.stored.insert(key.clone());
+            let index = id as usize;
+            if !std::mem::replace(&mut self.is_changed[index], false) {
+                continue;
             }
+            let (key, sessions) = (&self.keys[index], &mut self.sessions[index]);
+            state.put(&name(key), encode_sessions(sessions, calls)?);
+            self.stored[index] = true;
         }
         Ok(())
     }

@@ -14,11 +14,7 @@ use super::late::LateRow;
 use super::state::{decode_state, encode_state};
 use super::window_bin::{checkpointed_keys, BinRows, BinShape, WindowBin};
 use crate::error::{Result, WeirError};
-use crate::stream::parallelism::partition_of_rows;
-
-/// Below this many rows a batch is added on the calling thread alone:
-/// starting threads would cost more than it saves.
-const ROWS_FOR_THREADS: usize = 2048;
+use crate::stream::parallelism::{for_each_partition, partition_of_rows, ROWS_FOR_THREADS};
 
 /// A batch's argument columns and FILTER mask for one call.
 pub type Arguments = (
@@ -54,32 +50,11 @@ impl WindowPartitions {
             arguments,
             rows,
         };
-        let outcomes: Vec<Result<Added>> = if rows < ROWS_FOR_THREADS || self.partitions.len() == 1
-        {
-            let pairs = self.partitions.iter_mut().zip(members);
-            pairs
-                .map(|(bins, rows)| add(bins, &rows, assign, shape, &batch))
-                .collect()
-        } else {
-            std::thread::scope(|scope| {
-                let batch = &batch;
-                let mut pairs = self.partitions.iter_mut().zip(members);
-                let first = pairs.next();
-                let handles: Vec<_> = pairs
-                    .map(|(bins, rows)| scope.spawn(move || add(bins, &rows, assign, shape, batch)))
-                    .collect();
-                let mut outcomes = Vec::new();
-                if let Some((bins, rows)) = first {
-                    outcomes.push(add(bins, &rows, assign, shape, batch));
-                }
-                for handle in handles {
-                    outcomes.push(handle.join().unwrap_or_else(|_| {
-                        Err(WeirError::internal("a window aggregate partition panicked"))
-                    }));
-                }
-                outcomes
-            })
-        };
+        let threaded = rows >= ROWS_FOR_THREADS && self.partitions.len() > 1;
+        let pairs = self.partitions.iter_mut().zip(members);
+        let outcomes = for_each_partition(pairs, threaded, |(bins, rows)| {
+            add(bins, &rows, assign, shape, &batch)
+        });
         let (mut late, mut changed) = (Vec::new(), Vec::new());
         for outcome in outcomes {
             let (partition_late, partition_changed) = outcome?;
