@@ -138,27 +138,18 @@ impl ScenarioChoice {
 /// view work. Operator partitions work on threads of their own at once,
 /// and sharing one arena made two partitions no faster than one (keyed
 /// SESSION: 1.02 M events/s vs 1.33 M with an arena each), so there is one
-/// arena per partition thread plus one for the rest. Arrow buffers of a
-/// MiB or more are mapped and unmapped on their own (a fixed threshold:
-/// glibc's moving one keeps them in the arenas once one was freed), which
-/// keeps the extra arenas from raising peak memory (10 M-row COPY: 269 /
-/// 274 / 236 MB with three arenas, 186 / 193 / 221 MB with the threshold;
-/// docs/benchmarks.md). Settings in the environment are left to glibc.
+/// arena per partition thread plus one for the rest, which costs 50–80 MB
+/// of peak memory on a 10 M-row COPY (docs/benchmarks.md; a fixed mmap
+/// threshold took that back but made keyed HOP 18 % slower). An explicit
+/// `MALLOC_ARENA_MAX` is left to glibc.
 /// Runs before any thread exists, as mallopt requires.
-fn tune_malloc(partitions: usize) {
+fn limit_malloc_arenas(partitions: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        const MAPPED_BYTES: i32 = 1024 * 1024;
-        let unset = |name: &str| std::env::var_os(name).is_none();
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         let arenas = if partitions > 1 { partitions + 1 } else { 1 };
         // SAFETY: called in main before any other thread exists.
         unsafe {
-            if unset("MALLOC_ARENA_MAX") {
-                libc::mallopt(libc::M_ARENA_MAX, arenas as i32);
-            }
-            if unset("MALLOC_MMAP_THRESHOLD_") {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, MAPPED_BYTES);
-            }
+            libc::mallopt(libc::M_ARENA_MAX, arenas as i32);
         }
     }
 }
@@ -173,7 +164,7 @@ fn main() -> std::process::ExitCode {
     if let Some(partitions) = parallelism {
         weir::stream::parallelism::set_parallelism(partitions as usize);
     }
-    tune_malloc(weir::stream::parallelism::most_partitions());
+    limit_malloc_arenas(weir::stream::parallelism::most_partitions());
     // The benchmark's table goes to stdout; routine engine logs would break it up.
     let default_log_level = match command {
         Command::Serve(_) => "info",

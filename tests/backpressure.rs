@@ -11,7 +11,7 @@ use bytes::Bytes;
 use common::TestServer;
 use futures::SinkExt;
 
-const ROWS: u64 = 200_000;
+const ROWS: u64 = 400_000;
 const PAD_BYTES: usize = 1_000;
 
 /// Ten windows per row (200 ms slide, 2 s size): the view does ten times
@@ -44,7 +44,7 @@ fn line(index: u64, pad: &str) -> String {
 
 fn timestamp(unix_seconds: u64) -> String {
     let (days, rest) = (unix_seconds / 86_400, unix_seconds % 86_400);
-    // 2026-01-01 is day 20454; the rows span under an hour of one day.
+    // 2026-01-01 is day 20454; the rows span a little over an hour of it.
     assert_eq!(days, 20_454);
     format!(
         "2026-01-01 {:02}:{:02}:{:02}",
@@ -91,8 +91,9 @@ async fn a_copy_through_a_slow_view_does_not_hold_its_input_in_memory() {
         sent_bytes >> 20
     );
     // Every window the watermark closed is in the view, for each key: the
-    // last row is at 1999.99 s and the watermark a second behind, so the
-    // windows starting from -1.8 s (holding the first row) to 1996.8 s.
+    // last row is at ROWS / 100 - 0.01 s and the watermark a second behind,
+    // so the windows starting from -1.8 s (holding the first row) to
+    // ROWS / 100 - 3.2 s.
     let row = client
         .query_one(
             "SELECT count(*), CAST(min(widest) AS BIGINT), max(n) FROM slow",
@@ -100,7 +101,8 @@ async fn a_copy_through_a_slow_view_does_not_hold_its_input_in_memory() {
         )
         .await
         .unwrap();
-    let windows_per_key = (1_996_800 + 1_800) / 200 + 1;
+    let last_start_ms = (ROWS / 100) as i64 * 1_000 - 3_200;
+    let windows_per_key = (last_start_ms + 1_800) / 200 + 1;
     assert_eq!(row.get::<_, i64>(0), 4 * windows_per_key);
     assert_eq!(row.get::<_, i64>(1), PAD_BYTES as i64);
     assert_eq!(

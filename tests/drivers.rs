@@ -1,6 +1,7 @@
-//! Postgres drivers against weir: tokio-postgres here, psycopg 3 and asyncpg
-//! through the Python scripts in tests/drivers (their packages come from
-//! tests/drivers/requirements.txt; `.ci/run` installs them).
+//! Postgres drivers against weir: tokio-postgres here, psycopg 3, asyncpg
+//! and SQLAlchemy (psycopg2) through the Python scripts in tests/drivers
+//! (their packages come from tests/drivers/requirements.txt; `.ci/run`
+//! installs them).
 
 mod common;
 
@@ -151,6 +152,14 @@ fn run_python(script: &str, server: &TestServer) {
 fn psycopg3_server_side_binding() {
     let server = TestServer::start();
     run_python("psycopg_check.py", &server);
+}
+
+/// SQLAlchemy's first connect parses version() ("Could not determine
+/// version" when it reads DataFusion's) and reads settings.
+#[test]
+fn sqlalchemy_connects_and_runs_core_statements() {
+    let server = TestServer::start();
+    run_python("sqlalchemy_check.py", &server);
 }
 
 #[test]

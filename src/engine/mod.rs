@@ -280,6 +280,7 @@ fn new_context() -> Result<SessionContext> {
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
+    context.register_udf(sql::version::version_function());
     // Last, so it wraps whichever implementation is registered.
     output_limits::limit_function_outputs(&context)?;
     Ok(context)

@@ -8,6 +8,7 @@ use datafusion::execution::SessionState;
 
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::units::parse_milliseconds;
+pub use crate::sql::version::SERVER_VERSION;
 
 /// (name, default, reported to the client with ParameterStatus)
 const KNOWN: &[(&str, &str, bool)] = &[
@@ -161,9 +162,6 @@ impl Settings {
         Ok(())
     }
 }
-
-/// The Postgres version weir reports (its protocol and catalog level).
-pub const SERVER_VERSION: &str = "16.6";
 
 /// DataFusion wants an offset or an IANA name; Postgres also says UTC/GMT.
 fn datafusion_time_zone(zone: &str) -> String {

@@ -19,6 +19,7 @@ pub mod streaming;
 mod table_time;
 mod tokens;
 pub mod units;
+pub mod version;
 pub mod windows;
 
 pub use materialized::MaterializedView;

@@ -1,0 +1,33 @@
+"""SQLAlchemy 2 against weir: the psycopg2 dialect connects (it parses
+version() and reads settings at its first connect), then Core statements
+create, fill and read a table. Usage: sqlalchemy_check.py <url>"""
+import sys
+
+import sqlalchemy
+from sqlalchemy import Column, Integer, MetaData, Table, Text, insert, select, text
+
+
+def main(url):
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg2://", 1))
+    with engine.connect() as conn:
+        assert engine.dialect.server_version_info[:2] == (16, 6), engine.dialect.server_version_info
+        version = conn.execute(text("select pg_catalog.version()")).scalar()
+        assert version.startswith("PostgreSQL 16.6 (weir "), version
+        conn.execute(text("DROP TABLE IF EXISTS sqlalchemy_t"))
+        conn.execute(text("CREATE TABLE sqlalchemy_t (i INT, t TEXT)"))
+        conn.commit()
+    table = Table("sqlalchemy_t", MetaData(), Column("i", Integer), Column("t", Text))
+    with engine.connect() as conn:
+        conn.execute(insert(table), [{"i": 1, "t": "one"}, {"i": 2, "t": "two"}])
+        conn.commit()
+        rows = conn.execute(select(table.c.i, table.c.t).order_by(table.c.i)).all()
+        assert [tuple(row) for row in rows] == [(1, "one"), (2, "two")], rows
+        two = conn.execute(select(table.c.t).where(table.c.i == 2)).scalar_one()
+        assert two == "two", two
+        conn.execute(text("DROP TABLE sqlalchemy_t"))
+        conn.commit()
+    engine.dispose()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
