@@ -133,6 +133,29 @@ async fn deallocate_is_accepted_for_statements_that_exist() {
     drop(statement);
 }
 
+/// Postgres allows repeated output names and reports them as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_output_names_are_reported_as_postgres_does() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    let names = |statement: &tokio_postgres::Statement| -> Vec<String> {
+        let columns = statement.columns().iter();
+        columns.map(|column| column.name().to_string()).collect()
+    };
+    let literals = client
+        .prepare("SELECT -1, -1, 2 AS x, 3 AS x")
+        .await
+        .unwrap();
+    assert_eq!(names(&literals), ["?column?", "?column?", "x", "x"]);
+    let users = client
+        .prepare("SELECT session_user, session_user")
+        .await
+        .unwrap();
+    assert_eq!(names(&users), ["session_user", "session_user"]);
+    let row = client.query_one(&literals, &[]).await.unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (-1, -1));
+}
+
 fn run_python(script: &str, server: &TestServer) {
     let path = format!("{}/tests/drivers/{script}", env!("CARGO_MANIFEST_DIR"));
     let output = std::process::Command::new("python3")

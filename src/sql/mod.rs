@@ -14,6 +14,7 @@ pub mod numeric_sum;
 mod output_names;
 mod parser;
 pub mod placeholders;
+mod repeated_columns;
 mod stream_ddl;
 pub mod streaming;
 mod table_time;

@@ -25,13 +25,15 @@ fn select_names(query: &Query) -> Option<Vec<Option<String>>> {
         .iter()
         .map(|item| match item {
             SelectItem::UnnamedExpr(expr) => Some(expression_name(expr)),
-            SelectItem::ExprWithAlias { .. } => Some(None),
+            SelectItem::ExprWithAlias { alias, .. } => {
+                Some(super::repeated_columns::reported_name(&alias.value).map(str::to_string))
+            }
             _ => None,
         })
         .collect()
 }
 
-fn expression_name(expr: &Expr) -> Option<String> {
+pub(super) fn expression_name(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => None,
         Expr::Function(function) => function

@@ -156,7 +156,8 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     };
     // Before anything walks the tree recursively.
     super::limits::check_nesting(&statement)?;
-    let statement = windows::rewrite(statement)?;
+    let mut statement = windows::rewrite(statement)?;
+    super::repeated_columns::name_repeated_columns(&mut statement);
     Ok(match options {
         Some(options) => Statement::CreateTable {
             statement: Box::new(statement),
