@@ -231,12 +231,15 @@ pub use crate::state::{decode_i64, encode_i64};
 pub mod testing {
     use super::{StateReader, StateWriter};
     use crate::state::{StateStore, WriteBatch};
-    use crate::stream::Operator;
+    use crate::stream::operator::{Operator, Stage};
 
     const PREFIX: &[u8] = b"op/";
 
     /// Commits `operator`'s checkpoint to `store`; returns its operation count.
-    pub fn commit_checkpoint(operator: &mut dyn Operator, store: &dyn StateStore) -> usize {
+    pub fn commit_checkpoint<O: Operator + ?Sized>(
+        operator: &mut Stage<O>,
+        store: &dyn StateStore,
+    ) -> usize {
         let mut batch = WriteBatch::new();
         operator
             .checkpoint(&mut StateWriter::new(PREFIX.to_vec(), &mut batch))

@@ -3,6 +3,7 @@
 //! write to a table through the views that depend on it before the write
 //! is acknowledged (read-your-writes).
 
+pub mod alignment;
 pub mod append_observer;
 pub mod checkpoint;
 pub mod checkpoint_store;

@@ -1,24 +1,41 @@
-//! The one trait every stream operator implements. Only the batch hook is
-//! required; by default watermarks and barriers pass through unchanged. The
-//! runtime (`dataflow`), not the operator, merges watermarks from inputs and
-//! will align barriers when operators get several inputs.
+//! The one trait every stream operator implements, and the `Stage` the
+//! runtime wraps each operator in. Only the batch hook is required; by
+//! default watermarks and barriers pass through unchanged. The runtime, not
+//! the operator, owns watermark bookkeeping: a `Stage` keeps its operator's
+//! input watermark, drops watermarks that do not advance it, hands the
+//! current one to every hook in a `Context`, and checkpoints and restores
+//! it. Several inputs meet in `UnionOperator`, which forwards the minimum.
 
-use super::checkpoint::{StateReader, StateWriter};
+use super::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use super::message::{Chunk, Message};
 use crate::error::Result;
 
 /// Where an operator puts the messages it produces, in order.
 pub type Output = Vec<Message>;
 
+/// What the runtime knows when it hands an operator a message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Context {
+    /// The input's watermark before this message (None until the first);
+    /// a row of a chunk may carry the older one it arrived under.
+    pub watermark: Option<i64>,
+}
+
 pub trait Operator: Send {
     /// A short name for EXPLAIN and errors, e.g. `WindowAggregate`.
     fn name(&self) -> &'static str;
 
     /// Processes one chunk of rows; work must be proportional to the chunk.
-    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()>;
+    fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()>;
 
-    /// The input watermark advanced to `watermark_ns` (never goes back).
-    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+    /// The input watermark advanced from `context.watermark` to
+    /// `watermark_ns` (the runtime calls this only when it advances).
+    fn on_watermark(
+        &mut self,
+        watermark_ns: i64,
+        _context: Context,
+        output: &mut Output,
+    ) -> Result<()> {
         output.push(Message::Watermark(watermark_ns));
         Ok(())
     }
@@ -31,7 +48,8 @@ pub trait Operator: Send {
     }
 
     /// Writes what changed in the operator's state since the last
-    /// checkpoint (stateless operators write nothing).
+    /// checkpoint (stateless operators write nothing; the watermark is the
+    /// runtime's).
     fn checkpoint(&mut self, _state: &mut StateWriter) -> Result<()> {
         Ok(())
     }
@@ -48,26 +66,157 @@ pub trait Operator: Send {
     }
 }
 
-/// Feeds `messages` through `operator`, returning what it produced.
-pub fn run(operator: &mut dyn Operator, messages: Vec<Message>) -> Result<Output> {
-    let mut output = Vec::new();
-    for message in messages {
-        match message {
-            Message::Batch(chunk) if chunk.num_rows() == 0 => {}
-            Message::Batch(chunk) => operator.on_batch(*chunk, &mut output)?,
-            Message::Watermark(watermark) => operator.on_watermark(watermark, &mut output)?,
-            Message::Barrier(epoch) => operator.on_barrier(epoch, &mut output)?,
-        }
-    }
-    Ok(output)
+/// The checkpoint entry holding a stage's input watermark (the name every
+/// operator used for its own before the runtime kept it, so older
+/// checkpoints restore unchanged).
+const WATERMARK: &[u8] = b"watermark";
+
+/// An operator and its input watermark, kept by the runtime.
+pub struct Stage<O: Operator + ?Sized = dyn Operator> {
+    operator: Box<O>,
+    watermark: Option<i64>,
+    /// Whether `watermark` moved since the last checkpoint.
+    watermark_changed: bool,
 }
 
-/// Moves an operator's watermark to `watermark_ns`; false (and no change)
-/// when it is not ahead of the current one, so the caller can ignore it.
-pub fn advance_watermark(current: &mut Option<i64>, watermark_ns: i64) -> bool {
-    if current.is_some_and(|current| current >= watermark_ns) {
-        return false;
+impl<O: Operator + ?Sized> Stage<O> {
+    pub fn new(operator: Box<O>) -> Self {
+        Stage {
+            operator,
+            watermark: None,
+            watermark_changed: false,
+        }
     }
-    *current = Some(watermark_ns);
-    true
+
+    pub fn operator(&self) -> &O {
+        &self.operator
+    }
+
+    pub fn operator_mut(&mut self) -> &mut O {
+        &mut self.operator
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.operator.name()
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.operator.memory_bytes()
+    }
+
+    fn context(&self) -> Context {
+        Context {
+            watermark: self.watermark,
+        }
+    }
+
+    pub fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+        if chunk.num_rows() == 0 {
+            return Ok(());
+        }
+        let context = self.context();
+        self.operator.on_batch(chunk, context, output)
+    }
+
+    /// Passes `watermark_ns` on to the operator only if it advances.
+    pub fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+        let context = self.context();
+        if context
+            .watermark
+            .is_some_and(|current| current >= watermark_ns)
+        {
+            return Ok(());
+        }
+        self.watermark = Some(watermark_ns);
+        self.watermark_changed = true;
+        self.operator.on_watermark(watermark_ns, context, output)
+    }
+
+    pub fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
+        self.operator.on_barrier(epoch, output)
+    }
+
+    /// Feeds `messages` through the operator, returning what it produced.
+    pub fn run(&mut self, messages: Vec<Message>) -> Result<Output> {
+        let mut output = Vec::new();
+        for message in messages {
+            match message {
+                Message::Batch(chunk) => self.on_batch(*chunk, &mut output)?,
+                Message::Watermark(watermark) => self.on_watermark(watermark, &mut output)?,
+                Message::Barrier(epoch) => self.on_barrier(epoch, &mut output)?,
+            }
+        }
+        Ok(output)
+    }
+
+    /// The operator's changed state and, if it moved, the watermark.
+    pub fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        self.operator.checkpoint(state)?;
+        if let (true, Some(watermark)) = (self.watermark_changed, self.watermark) {
+            state.put(WATERMARK, encode_i64(watermark));
+            self.watermark_changed = false;
+        }
+        Ok(())
+    }
+
+    pub fn restore(&mut self, state: &StateReader) -> Result<()> {
+        self.watermark = state.get(WATERMARK).and_then(decode_i64);
+        self.watermark_changed = false;
+        self.operator.restore(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::SledStore;
+    use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
+
+    /// Records the watermarks and contexts it is given.
+    #[derive(Default)]
+    struct Recorder {
+        seen: Vec<(i64, Option<i64>)>,
+    }
+
+    impl Operator for Recorder {
+        fn name(&self) -> &'static str {
+            "Recorder"
+        }
+
+        fn on_batch(&mut self, _: Chunk, _: Context, _: &mut Output) -> Result<()> {
+            Ok(())
+        }
+
+        fn on_watermark(&mut self, watermark: i64, context: Context, _: &mut Output) -> Result<()> {
+            self.seen.push((watermark, context.watermark));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn only_advancing_watermarks_reach_the_operator_with_the_previous_one() {
+        let mut stage = Stage::new(Box::new(Recorder::default()));
+        let messages = [10, 5, 10, 20].map(Message::Watermark).to_vec();
+        stage.run(messages).unwrap();
+        assert_eq!(stage.operator().seen, vec![(10, None), (20, Some(10))]);
+    }
+
+    #[test]
+    fn the_watermark_is_checkpointed_when_it_moved_and_restored() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SledStore::open(directory.path()).unwrap();
+        let mut stage = Stage::new(Box::new(Recorder::default()));
+        stage.on_watermark(7, &mut Vec::new()).unwrap();
+        assert_eq!(commit_checkpoint(&mut stage, &store), 1);
+        assert_eq!(
+            commit_checkpoint(&mut stage, &store),
+            0,
+            "an unmoved watermark is not rewritten"
+        );
+        let mut restored = Stage::new(Box::new(Recorder::default()));
+        restored.restore(&stored_state(&store)).unwrap();
+        let messages = vec![Message::Watermark(7), Message::Watermark(8)];
+        restored.run(messages).unwrap();
+        assert_eq!(restored.operator().seen, vec![(8, Some(7))]);
+    }
 }

@@ -1,10 +1,9 @@
 //! One materialized view's running operators: a chain per source it reads
 //! (a branch), a union where several meet (minimum watermark, barriers
 //! aligned: `UnionOperator`), the operators after it and the sink. Each
-//! branch's watermark never goes back; an operator checkpoints when a
-//! barrier passes it.
+//! operator runs in a `Stage` that keeps its input watermark; an operator
+//! checkpoints when a barrier passes it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
@@ -12,7 +11,7 @@ use std::sync::atomic::Ordering;
 use super::checkpoint::{decode_i64, encode_i64, operator_prefix, StateReader, StateWriter};
 use super::late::LateRows;
 use super::message::{Chunk, Message};
-use super::operator::{run, Operator, Output};
+use super::operator::{Operator, Output, Stage};
 use super::operators::{MaterializeOperator, UnionOperator};
 use super::view_sink::ViewSink;
 use crate::error::Result;
@@ -29,8 +28,8 @@ pub struct ViewPipeline {
     branches: Vec<Branch>,
     union: Option<UnionOperator>,
     /// The operators after the union (all are in the branch without one).
-    operators: Vec<Box<dyn Operator>>,
-    pub(super) sink: MaterializeOperator,
+    operators: Vec<Stage>,
+    pub(super) sink: Stage<MaterializeOperator>,
     /// `<view>_late` when the view keeps its late rows.
     late: Option<LateSink>,
     memory: MemoryGauge,
@@ -39,17 +38,14 @@ pub struct ViewPipeline {
 /// The operators from one source to the union (or the sink).
 pub struct Branch {
     pub input: String,
-    pub operators: Vec<Box<dyn Operator>>,
-    /// The input's watermark, never going back.
-    watermark: Option<i64>,
+    pub operators: Vec<Stage>,
 }
 
 impl Branch {
     pub fn new(input: String, operators: Vec<Box<dyn Operator>>) -> Self {
         Branch {
             input,
-            operators,
-            watermark: None,
+            operators: stages(operators),
         }
     }
 }
@@ -87,7 +83,7 @@ impl MemoryGauge {
 pub struct LateSink {
     pub name: String,
     pub rows: LateRows,
-    pub sink: MaterializeOperator,
+    pub sink: Stage<MaterializeOperator>,
     /// Its changes since the dataflow last took them.
     changes: Vec<Message>,
 }
@@ -97,7 +93,7 @@ impl LateSink {
         LateSink {
             name,
             rows,
-            sink: MaterializeOperator::new(result),
+            sink: Stage::new(Box::new(MaterializeOperator::new(result))),
             changes: Vec::new(),
         }
     }
@@ -110,7 +106,7 @@ impl LateSink {
             .map(|rows| Message::batch(Chunk::inserts(rows)))
             .collect();
         if !messages.is_empty() {
-            self.changes.extend(run(&mut self.sink, messages)?);
+            self.changes.extend(self.sink.run(messages)?);
         }
         Ok(())
     }
@@ -140,8 +136,8 @@ impl ViewPipeline {
             inputs,
             branches,
             union,
-            operators,
-            sink: MaterializeOperator::new(result),
+            operators: stages(operators),
+            sink: Stage::new(Box::new(MaterializeOperator::new(result))),
         }
     }
 
@@ -190,7 +186,12 @@ impl ViewPipeline {
         let barrier = current.iter().any(|m| matches!(m, Message::Barrier(_)));
         if barrier {
             // The view's own state: how many rows its operators dropped.
-            let late = self.sink.result().late_rows().load(Ordering::Relaxed) as i64;
+            let late = self
+                .sink
+                .operator()
+                .result()
+                .late_rows()
+                .load(Ordering::Relaxed) as i64;
             StateWriter::new(self.sink_prefix(), checkpoint).put(LATE_ROWS, encode_i64(late));
         }
         // Measuring walks the state (a tenth of a SESSION view's time at
@@ -204,7 +205,7 @@ impl ViewPipeline {
             let barriers = current.iter().filter(|m| matches!(m, Message::Barrier(_)));
             late.changes.extend(barriers.cloned());
         }
-        run(&mut self.sink, current)
+        self.sink.run(current)
     }
 
     /// One message through branch `index`, the union and the rest.
@@ -232,11 +233,6 @@ impl ViewPipeline {
             .map(|b| b.operators.len())
             .sum();
         let branch = &mut self.branches[index];
-        if let Message::Watermark(watermark) = message {
-            if !super::operator::advance_watermark(&mut branch.watermark, watermark) {
-                return Ok(Vec::new());
-            }
-        }
         run_chain(
             &mut branch.operators,
             (self.id, first_slot),
@@ -281,7 +277,7 @@ impl ViewPipeline {
         )
     }
 
-    fn all_operators(&self) -> impl Iterator<Item = &Box<dyn Operator>> {
+    fn all_operators(&self) -> impl Iterator<Item = &Stage> {
         let branches = self.branches.iter().flat_map(|b| b.operators.iter());
         branches.chain(self.operators.iter())
     }
@@ -289,7 +285,10 @@ impl ViewPipeline {
     fn measure_memory(&mut self) {
         let bytes: usize = self.all_operators().map(|o| o.memory_bytes()).sum();
         self.memory.record(bytes);
-        self.sink.result().record_state_memory(bytes as u64);
+        self.sink
+            .operator()
+            .result()
+            .record_state_memory(bytes as u64);
     }
 
     /// Its operators' state in memory when last measured.
@@ -299,9 +298,9 @@ impl ViewPipeline {
 
     /// The writes of the view's rows (and late rows) changed so far.
     pub(super) fn take_writes(&mut self) -> WriteBatch {
-        let mut writes = self.sink.take_writes();
+        let mut writes = self.sink.operator_mut().take_writes();
         if let Some(late) = &mut self.late {
-            writes.extend(late.sink.take_writes());
+            writes.extend(late.sink.operator_mut().take_writes());
         }
         writes
     }
@@ -317,8 +316,8 @@ impl ViewPipeline {
     }
 
     pub(super) fn results(&self) -> impl Iterator<Item = &Arc<dyn ViewSink>> {
-        let late = self.late.as_ref().map(|late| late.sink.result());
-        std::iter::once(self.sink.result()).chain(late)
+        let late = self.late.as_ref().map(|late| late.sink.operator().result());
+        std::iter::once(self.sink.operator().result()).chain(late)
     }
 
     /// The side output's name and its changes since the last call.
@@ -329,9 +328,9 @@ impl ViewPipeline {
     }
 
     pub(super) fn set_replaying(&mut self, replaying: bool) {
-        self.sink.set_replaying(replaying);
+        self.sink.operator_mut().set_replaying(replaying);
         if let Some(late) = &mut self.late {
-            late.sink.set_replaying(replaying);
+            late.sink.operator_mut().set_replaying(replaying);
         }
     }
 
@@ -363,6 +362,7 @@ impl ViewPipeline {
         let sink = state_of(&self.sink_prefix())?;
         let late = sink.get(LATE_ROWS).and_then(decode_i64).unwrap_or(0);
         self.sink
+            .operator()
             .result()
             .late_rows()
             .store(late as u64, Ordering::Relaxed);
@@ -379,7 +379,7 @@ struct StateTarget<'a> {
 /// Runs `messages` through `operators` in turn; the first has checkpoint
 /// slot `slot` of view `view_id`, the next one more, and so on.
 fn run_chain(
-    operators: &mut [Box<dyn Operator>],
+    operators: &mut [Stage],
     (view_id, slot): (u64, usize),
     messages: Vec<Message>,
     checkpoint: &mut WriteBatch,
@@ -394,19 +394,19 @@ fn run_chain(
             operator: slot + index,
             batch: checkpoint,
         };
-        step = run_with_checkpoints(operator.as_mut(), step, target)?;
+        step = run_with_checkpoints(operator, step, target)?;
     }
     Ok(step)
 }
 
 /// Like `run`, but a barrier first makes the operator write its state.
 fn run_with_checkpoints(
-    operator: &mut dyn Operator,
+    operator: &mut Stage,
     messages: Vec<Message>,
     target: StateTarget,
 ) -> Result<Output> {
     if !messages.iter().any(|m| matches!(m, Message::Barrier(_))) {
-        return run(operator, messages);
+        return operator.run(messages);
     }
     let mut output = Vec::new();
     for message in messages {
@@ -415,97 +415,12 @@ fn run_with_checkpoints(
             operator.checkpoint(&mut StateWriter::new(prefix, target.batch))?;
             operator.on_barrier(epoch, &mut output)?;
         } else {
-            output.extend(run(operator, vec![message])?);
+            output.extend(operator.run(vec![message])?);
         }
     }
     Ok(output)
 }
 
-/// The minimum watermark over a view's inputs; None until every input has one.
-#[derive(Debug, Clone)]
-pub struct WatermarkMerge {
-    inputs: HashMap<String, Option<i64>>,
-    merged: Option<i64>,
-}
-
-impl WatermarkMerge {
-    pub fn new(inputs: &[String]) -> Self {
-        WatermarkMerge {
-            inputs: inputs.iter().map(|input| (input.clone(), None)).collect(),
-            merged: None,
-        }
-    }
-
-    /// Records `input`'s watermark; returns the merged one if it advanced.
-    pub fn advance(&mut self, input: &str, watermark: i64) -> Option<i64> {
-        let slot = self.inputs.get_mut(input)?;
-        *slot = Some(slot.map_or(watermark, |current| current.max(watermark)));
-        let minimum = self
-            .inputs
-            .values()
-            .copied()
-            .collect::<Option<Vec<i64>>>()?
-            .into_iter()
-            .min()?;
-        if self.merged.is_some_and(|merged| merged >= minimum) {
-            return None;
-        }
-        self.merged = Some(minimum);
-        self.merged
-    }
-}
-
-/// Lets a barrier through once it has arrived from every input.
-#[derive(Debug, Clone)]
-pub struct BarrierAlign {
-    arrived: HashMap<String, u64>,
-    passed: u64,
-}
-
-impl BarrierAlign {
-    pub fn new(inputs: &[String]) -> Self {
-        BarrierAlign {
-            arrived: inputs.iter().map(|input| (input.clone(), 0)).collect(),
-            passed: 0,
-        }
-    }
-
-    /// Records the barrier; true when `epoch` is now complete on all inputs.
-    pub fn arrive(&mut self, input: &str, epoch: u64) -> bool {
-        if let Some(slot) = self.arrived.get_mut(input) {
-            *slot = (*slot).max(epoch);
-        }
-        let complete = self.arrived.values().all(|arrived| *arrived >= epoch);
-        if complete && epoch > self.passed {
-            self.passed = epoch;
-            return true;
-        }
-        false
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merged_watermark_is_the_minimum_and_never_goes_back() {
-        let mut merge = WatermarkMerge::new(&["a".to_string(), "b".to_string()]);
-        assert_eq!(merge.advance("a", 10), None);
-        assert_eq!(merge.advance("b", 5), Some(5));
-        assert_eq!(merge.advance("b", 20), Some(10));
-        assert_eq!(merge.advance("a", 8), None);
-        assert_eq!(merge.advance("a", 15), Some(15));
-        assert_eq!(merge.advance("unknown", 100), None);
-    }
-
-    #[test]
-    fn a_barrier_passes_once_every_input_has_it() {
-        let mut align = BarrierAlign::new(&["a".to_string(), "b".to_string()]);
-        assert!(!align.arrive("a", 1));
-        assert!(align.arrive("b", 1));
-        assert!(!align.arrive("b", 1), "an epoch passes once");
-        assert!(!align.arrive("b", 2));
-        assert!(align.arrive("a", 2));
-    }
+fn stages(operators: Vec<Box<dyn Operator>>) -> Vec<Stage> {
+    operators.into_iter().map(Stage::new).collect()
 }

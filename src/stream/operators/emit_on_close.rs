@@ -10,16 +10,15 @@ use datafusion::arrow::compute::{concat_batches, lexsort_to_indices, SortColumn}
 
 use crate::error::Result;
 use crate::state::batch_codec::{decode_batches, encode_batch};
-use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{advance_watermark, Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::time_columns::nanoseconds;
 use crate::stream::LateRows;
 
 pub struct EmitOnCloseOperator {
     time_column: usize,
     pending: Vec<Chunk>,
-    watermark: Option<i64>,
     late_rows: LateRows,
     /// Whether `pending` changed since the last checkpoint.
     changed: bool,
@@ -30,7 +29,6 @@ impl EmitOnCloseOperator {
         EmitOnCloseOperator {
             time_column,
             pending: Vec::new(),
-            watermark: None,
             late_rows,
             changed: false,
         }
@@ -49,12 +47,12 @@ impl Operator for EmitOnCloseOperator {
         "EmitOnClose"
     }
 
-    fn on_batch(&mut self, chunk: Chunk, _output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, context: Context, _output: &mut Output) -> Result<()> {
         let times = nanoseconds(chunk.rows.column(self.time_column))?;
         let on_time: BooleanArray = (0..chunk.num_rows())
             .map(|row| {
                 let late = match (
-                    chunk.watermark_before(row, self.watermark),
+                    chunk.watermark_before(row, context.watermark),
                     times.is_valid(row),
                 ) {
                     (Some(watermark), true) => watermark > times.value(row),
@@ -84,9 +82,6 @@ impl Operator for EmitOnCloseOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        if let Some(watermark) = self.watermark {
-            state.put(b"watermark", encode_i64(watermark));
-        }
         if !std::mem::take(&mut self.changed) {
             return Ok(());
         }
@@ -106,7 +101,6 @@ impl Operator for EmitOnCloseOperator {
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        self.watermark = state.get(b"watermark").and_then(decode_i64);
         if let Some(value) = state.get(b"pending") {
             self.pending = decode_batches(value, "rows waiting for the watermark")?
                 .into_iter()
@@ -116,10 +110,7 @@ impl Operator for EmitOnCloseOperator {
         Ok(())
     }
 
-    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
-        if !advance_watermark(&mut self.watermark, watermark_ns) {
-            return Ok(());
-        }
+    fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
         let Some(first) = self.pending.first() else {
             output.push(Message::Watermark(watermark_ns));
             return Ok(());
@@ -170,6 +161,7 @@ impl Operator for EmitOnCloseOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream::operator::Stage;
     use datafusion::arrow::array::{Int64Array, TimestampNanosecondArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
     use datafusion::arrow::record_batch::RecordBatch;
@@ -203,7 +195,8 @@ mod tests {
     #[test]
     fn rows_wait_for_the_watermark_and_leave_in_event_time_order() {
         let late = Arc::new(AtomicU64::new(0));
-        let mut operator = EmitOnCloseOperator::new(0, LateRows::new(late.clone(), false));
+        let operator = EmitOnCloseOperator::new(0, LateRows::new(late.clone(), false));
+        let mut operator = Stage::new(Box::new(operator));
         let mut output = Vec::new();
         operator
             .on_batch(

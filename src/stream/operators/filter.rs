@@ -7,7 +7,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::{Result, WeirError};
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 
 pub struct FilterOperator {
     predicate: Arc<dyn PhysicalExpr>,
@@ -24,7 +24,7 @@ impl Operator for FilterOperator {
         "Filter"
     }
 
-    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
         let mask = self
             .predicate
             .evaluate(&chunk.rows)?

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::state::WriteBatch;
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::ViewSink;
 
 pub struct MaterializeOperator {
@@ -45,7 +45,7 @@ impl Operator for MaterializeOperator {
         "Materialize"
     }
 
-    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
         if !self.replaying {
             self.writes.extend(self.result.apply(&chunk)?);
         }
@@ -63,7 +63,7 @@ impl Operator for MaterializeOperator {
         Ok(())
     }
 
-    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+    fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
         self.result.set_watermark(watermark_ns);
         output.push(Message::Watermark(watermark_ns));
         Ok(())

@@ -8,7 +8,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 
 pub struct ProjectOperator {
     expressions: Vec<Arc<dyn PhysicalExpr>>,
@@ -36,7 +36,7 @@ impl Operator for ProjectOperator {
         "Project"
     }
 
-    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
         let rows = chunk.num_rows();
         let columns = self
             .expressions
@@ -49,7 +49,7 @@ impl Operator for ProjectOperator {
         Ok(())
     }
 
-    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+    fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
         if self.forwards_watermark {
             output.push(Message::Watermark(watermark_ns));
         }

@@ -11,10 +11,10 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::Result;
+use crate::stream::alignment::{BarrierAlign, WatermarkMerge};
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::Output;
-use crate::stream::pipeline::{BarrierAlign, WatermarkMerge};
 
 pub struct UnionOperator {
     schema: SchemaRef,

@@ -9,7 +9,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::Result;
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::time_columns::{nanoseconds, timestamps};
 
 pub use super::window_spec::{describe_duration, WindowKind, WindowSpec};
@@ -36,7 +36,7 @@ impl Operator for WindowOperator {
         "Window"
     }
 
-    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
         let times = nanoseconds(chunk.rows.column(self.time_column))?;
         let mut indices = Vec::with_capacity(times.len());
         let mut starts = Vec::with_capacity(times.len());

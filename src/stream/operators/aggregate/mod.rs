@@ -43,7 +43,7 @@ use super::window::WindowSpec;
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{advance_watermark, Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::time_columns::nanoseconds;
 use crate::stream::{EmitMode, LatePolicy, LateRows};
 use calls::{
@@ -81,7 +81,6 @@ pub struct AggregateOperator {
     converter: RowConverter,
     /// Window end -> group key (row format) -> accumulators.
     bins: BTreeMap<i64, Bin>,
-    watermark: Option<i64>,
     late: LateHandling,
     /// Bins changed and closed since the last checkpoint.
     bin_changes: BinChanges,
@@ -124,7 +123,6 @@ impl AggregateOperator {
             schema,
             converter: RowConverter::new(fields)?,
             bins: BTreeMap::new(),
-            watermark: None,
             late,
             bin_changes: BinChanges::default(),
             owes_empty_row: global,
@@ -243,15 +241,12 @@ impl Operator for AggregateOperator {
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
         let calls = &self.calls;
-        let (bins, watermark) = (&mut self.bins, self.watermark);
         self.bin_changes
-            .checkpoint(state, bins, watermark, |bin| encode_bin(bin, calls))
+            .checkpoint(state, &mut self.bins, |bin| encode_bin(bin, calls))
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        let (watermark, bins) = checkpointed_bins(state)?;
-        self.watermark = watermark;
-        for (end, value) in bins {
+        for (end, value) in checkpointed_bins(state)? {
             self.bins.insert(end, decode_bin(&self.calls, value)?);
             // A checkpointed global group has had its row shown.
             self.owes_empty_row &= end != UNWINDOWED;
@@ -265,7 +260,7 @@ impl Operator for AggregateOperator {
         Ok(())
     }
 
-    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
         self.pay_empty_row(output)?;
         let rows = chunk.num_rows();
         let keys = self
@@ -295,7 +290,7 @@ impl Operator for AggregateOperator {
             }
             let window = self.window.as_ref();
             if let Some(row) =
-                window.and_then(|w| late_row(w, &chunk, self.watermark, row, end, lateness))
+                window.and_then(|w| late_row(w, &chunk, context.watermark, row, end, lateness))
             {
                 late.push(row);
                 continue;
@@ -330,23 +325,24 @@ impl Operator for AggregateOperator {
         let mut emitted = Vec::new();
         for ((end, key, count), start) in groups.into_iter().zip(starts) {
             let rows = start..start + count;
-            self.update_group(end, key, rows, &grouped, &mut emitted)?;
+            self.update_group((end, key), rows, &grouped, context, &mut emitted)?;
         }
         self.emit_rows(emitted, output)
     }
 
-    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
+    fn on_watermark(
+        &mut self,
+        watermark_ns: i64,
+        context: Context,
+        output: &mut Output,
+    ) -> Result<()> {
         self.pay_empty_row(output)?;
-        let previous = self.watermark;
-        if !advance_watermark(&mut self.watermark, watermark_ns) {
-            return Ok(());
-        }
         let Some(window) = self.window else {
             return Ok(());
         };
         let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
         if self.emit == EmitMode::OnWindowClose {
-            self.emit_completed(previous, watermark_ns, output)?;
+            self.emit_completed(context.watermark, watermark_ns, output)?;
             // Results are final (up to the allowed lateness), so the output
             // has a watermark: every later row's window starts at or after
             // the earliest window still taking rows.
@@ -366,16 +362,16 @@ impl AggregateOperator {
     /// what changed for it.
     fn update_group(
         &mut self,
-        end: i64,
-        key: &[u8],
+        (end, key): (i64, &[u8]),
         rows: Range<usize>,
         grouped: &GroupedArguments,
+        context: Context,
         emitted: &mut Emitted,
     ) -> Result<()> {
         self.bin_changes.changed.insert(end);
         // Under EMIT ON WINDOW CLOSE a window already emitted (a row within
         // the allowed lateness) is corrected like an update.
-        let emits = self.emit == EmitMode::OnUpdate || self.watermark.is_some_and(|w| w >= end);
+        let emits = self.emit == EmitMode::OnUpdate || context.watermark.is_some_and(|w| w >= end);
         let bin = self.bins.entry(end).or_default();
         let existed = bin.contains_key(key);
         if !existed {

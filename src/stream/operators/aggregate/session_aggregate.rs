@@ -24,9 +24,9 @@ use super::session_partition::{SessionBatch, SessionPartition, SessionRules};
 use super::session_state::decode_sessions;
 use super::LateHandling;
 use crate::error::{Result, WeirError};
-use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{advance_watermark, Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::parallelism::{for_each_partition, partition_of_key, ROWS_FOR_THREADS};
 use crate::stream::time_columns::{nanoseconds, timestamps};
 use crate::stream::EmitMode;
@@ -91,7 +91,6 @@ pub struct SessionAggregateOperator {
     converter: Option<RowConverter>,
     /// The keys' sessions, split by a hash of the key.
     partitions: Vec<SessionPartition>,
-    watermark: Option<i64>,
     late: LateHandling,
 }
 
@@ -124,7 +123,6 @@ impl SessionAggregateOperator {
             partitions: (0..partitions.max(1))
                 .map(|_| SessionPartition::default())
                 .collect(),
-            watermark: None,
             late,
         })
     }
@@ -243,7 +241,7 @@ impl Operator for SessionAggregateOperator {
         "SessionAggregate"
     }
 
-    fn on_batch(&mut self, chunk: Chunk, output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
         let times = self.row_times(&chunk)?;
         let keys = self.key_rows(&chunk)?;
         let batch = SessionBatch {
@@ -252,7 +250,7 @@ impl Operator for SessionAggregateOperator {
             times: &times,
             keys: &keys,
             arguments: &evaluate_arguments(&self.calls, &chunk)?,
-            watermark: self.watermark,
+            watermark: context.watermark,
         };
         let members = self.split(&keys, chunk.num_rows());
         let threaded = chunk.num_rows() >= ROWS_FOR_THREADS && self.partitions.len() > 1;
@@ -272,10 +270,7 @@ impl Operator for SessionAggregateOperator {
         self.emit_rows(emitted, output)
     }
 
-    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
-        if !advance_watermark(&mut self.watermark, watermark_ns) {
-            return Ok(());
-        }
+    fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
         let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
         let open: usize = self.partitions.iter().map(|p| p.open_ends.len()).sum();
         let threaded = open >= ROWS_FOR_THREADS && self.partitions.len() > 1;
@@ -301,14 +296,10 @@ impl Operator for SessionAggregateOperator {
                 .keys
                 .checkpoint(&self.calls, session_name, state)?;
         }
-        if let Some(watermark) = self.watermark {
-            state.put(b"watermark", encode_i64(watermark));
-        }
         Ok(())
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        self.watermark = state.get(b"watermark").and_then(decode_i64);
         let count = self.partitions.len();
         for (name, value) in state.with_prefix(b"session/") {
             let key = name[b"session/".len()..].to_vec();

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::*;
+use crate::stream::operator::Stage;
 use crate::stream::time_columns::nanoseconds;
 use crate::stream::{LatePolicy, LateRows};
 use datafusion::arrow::array::{AsArray, StringArray, TimestampNanosecondArray};
@@ -21,7 +22,10 @@ fn time() -> DataType {
 }
 
 /// COUNT(*) per (k, window_start, window_end) over sessions with gap 10 ns.
-fn operator(emit: EmitMode, policy: LatePolicy) -> (SessionAggregateOperator, Arc<AtomicU64>) {
+fn operator(
+    emit: EmitMode,
+    policy: LatePolicy,
+) -> (Stage<SessionAggregateOperator>, Arc<AtomicU64>) {
     operator_in(emit, policy, 1)
 }
 
@@ -30,7 +34,7 @@ fn operator_in(
     emit: EmitMode,
     policy: LatePolicy,
     partitions: usize,
-) -> (SessionAggregateOperator, Arc<AtomicU64>) {
+) -> (Stage<SessionAggregateOperator>, Arc<AtomicU64>) {
     let input = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Utf8, true),
         Field::new("window_start", time(), true),
@@ -68,7 +72,7 @@ fn operator_in(
     let operator =
         SessionAggregateOperator::new(groups, columns, calls, emit, output, handling, partitions)
             .unwrap();
-    (operator, late)
+    (Stage::new(Box::new(operator)), late)
 }
 
 /// Rows `(k, ts)` as the window operator makes them, with the watermark
@@ -117,7 +121,11 @@ fn rows(output: &Output) -> Vec<(String, i64, i64, i64, i64)> {
     all
 }
 
-fn push(operator: &mut SessionAggregateOperator, rows: &[(&str, i64)], watermark: i64) -> Output {
+fn push(
+    operator: &mut Stage<SessionAggregateOperator>,
+    rows: &[(&str, i64)],
+    watermark: i64,
+) -> Output {
     let mut output = Vec::new();
     let watermarks = vec![Some(watermark); rows.len()];
     operator
@@ -163,12 +171,15 @@ fn sessions_close_at_their_end_and_never_reopen() {
     assert_eq!(late.load(Ordering::Relaxed), 1);
     // Two gaps later (no new session can then touch it) the marker is gone
     // and the key has no state left.
-    let keys = sessions.key_rows(&chunk(&[("a", 0)], &[None])).unwrap();
+    let keys = sessions
+        .operator()
+        .key_rows(&chunk(&[("a", 0)], &[None]))
+        .unwrap();
     let key = keys.unwrap().row(0).data().to_vec();
     push(&mut sessions, &[], 33);
-    assert!(sessions.partitions[0].keys.find(&key).is_some());
+    assert!(sessions.operator().partitions[0].keys.find(&key).is_some());
     push(&mut sessions, &[], 34);
-    assert!(sessions.partitions[0].keys.find(&key).is_none());
+    assert!(sessions.operator().partitions[0].keys.find(&key).is_none());
 }
 
 #[test]
@@ -207,7 +218,11 @@ fn a_final_session_stays_while_a_row_could_touch_it_and_an_open_one() {
     assert_eq!(late.load(Ordering::Relaxed), 1);
     // Once the open session is final too, both go in time.
     push(&mut sessions, &[], 200);
-    assert!(sessions.partitions[0].keys.iter().next().is_none());
+    assert!(sessions.operator().partitions[0]
+        .keys
+        .iter()
+        .next()
+        .is_none());
 }
 
 #[test]
@@ -261,7 +276,8 @@ fn a_checkpoint_deletes_only_keys_it_stored() {
     use crate::stream::checkpoint::testing::commit_checkpoint;
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    let checkpoint = |sessions: &mut SessionAggregateOperator| commit_checkpoint(sessions, &store);
+    let checkpoint =
+        |sessions: &mut Stage<SessionAggregateOperator>| commit_checkpoint(sessions, &store);
     let (mut sessions, _) = operator(EmitMode::OnWindowClose, LatePolicy::Drop);
     push(&mut sessions, &[("a", 0)], 0);
     assert_eq!(
@@ -273,7 +289,7 @@ fn a_checkpoint_deletes_only_keys_it_stored() {
     push(&mut sessions, &[("b", 100)], 100);
     push(&mut sessions, &[("c", 200)], 200);
     assert_eq!(
-        sessions.partitions[0].keys.pending_writes(),
+        sessions.operator().partitions[0].keys.pending_writes(),
         2,
         "b left no trace to write"
     );
@@ -308,7 +324,8 @@ fn state_stays_bounded_over_a_long_run() {
             // Each key gets a row every 16 ns: one session per row.
             push(&mut sessions, &[(key, time), ("late", time - 25)], time - 1);
             most = most.max(
-                sessions.partitions[0].open_ends.len() + sessions.partitions[0].marker_ends.len(),
+                sessions.operator().partitions[0].open_ends.len()
+                    + sessions.operator().partitions[0].marker_ends.len(),
             );
         }
         assert!(most <= 40, "{most} sessions held under {policy:?}");

@@ -24,7 +24,7 @@ use super::calls::{new_accumulators, AggregateCall};
 use super::Bin;
 use crate::error::{Result, WeirError};
 use crate::state::batch_codec::{decode_batches, encode_batch};
-use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::checkpoint::{decode_i64, StateReader, StateWriter};
 
 pub fn encode_bin(bin: &mut Bin, calls: &[AggregateCall]) -> Result<Vec<u8>> {
     encode_groups(
@@ -251,16 +251,14 @@ pub struct BinChanges {
 }
 
 impl BinChanges {
-    /// Writes the changed bins (`encode`d), deletes the closed ones and
-    /// stores the watermark.
+    /// Writes the changed bins (`encode`d) and deletes the closed ones.
     pub fn checkpoint<B>(
         &mut self,
         state: &mut StateWriter,
         bins: &mut BTreeMap<i64, B>,
-        watermark: Option<i64>,
         mut encode: impl FnMut(&mut B) -> Result<Vec<u8>>,
     ) -> Result<()> {
-        self.checkpoint_each(state, watermark, |end| match bins.get_mut(&end) {
+        self.checkpoint_each(state, |end| match bins.get_mut(&end) {
             Some(bin) => encode(bin).map(Some),
             None => Ok(None),
         })
@@ -271,7 +269,6 @@ impl BinChanges {
     pub fn checkpoint_each(
         &mut self,
         state: &mut StateWriter,
-        watermark: Option<i64>,
         mut encode: impl FnMut(i64) -> Result<Option<Vec<u8>>>,
     ) -> Result<()> {
         for end in std::mem::take(&mut self.closed) {
@@ -281,9 +278,6 @@ impl BinChanges {
             if let Some(entry) = encode(end)? {
                 state.put(&bin_name(end), entry);
             }
-        }
-        if let Some(watermark) = watermark {
-            state.put(b"watermark", encode_i64(watermark));
         }
         Ok(())
     }
@@ -299,18 +293,16 @@ fn bin_name(end: i64) -> Vec<u8> {
 /// A checkpoint's bins: (window end, entry).
 pub type CheckpointedBins<'a> = Vec<(i64, &'a [u8])>;
 
-/// The watermark and the bins a checkpoint holds.
-pub fn checkpointed_bins(state: &StateReader) -> Result<(Option<i64>, CheckpointedBins<'_>)> {
-    let watermark = state.get(b"watermark").and_then(decode_i64);
-    let bins = state
+/// The bins a checkpoint holds.
+pub fn checkpointed_bins(state: &StateReader) -> Result<CheckpointedBins<'_>> {
+    state
         .with_prefix(b"bin/")
         .map(|(name, value)| {
             let end = decode_i64(&name[4..])
                 .ok_or_else(|| WeirError::internal("malformed checkpoint key"))?;
             Ok((end, value))
         })
-        .collect::<Result<_>>()?;
-    Ok((watermark, bins))
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Unit tests of the aggregate operator: closing, lateness, checkpoints.
 
 use super::*;
+use crate::stream::operator::Stage;
 use crate::stream::operators::window::WindowKind;
 use datafusion::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
@@ -22,11 +23,11 @@ fn input_schema() -> SchemaRef {
 }
 
 /// COUNT(*) per (window_start, k) over 10 ns TUMBLE windows.
-fn operator(emit: EmitMode) -> (AggregateOperator, Arc<AtomicU64>) {
+fn operator(emit: EmitMode) -> (Stage<AggregateOperator>, Arc<AtomicU64>) {
     operator_with(emit, LatePolicy::Drop)
 }
 
-fn operator_with(emit: EmitMode, policy: LatePolicy) -> (AggregateOperator, Arc<AtomicU64>) {
+fn operator_with(emit: EmitMode, policy: LatePolicy) -> (Stage<AggregateOperator>, Arc<AtomicU64>) {
     let input = input_schema();
     let count = AggregateExprBuilder::new(count_udaf(), vec![col("k", &input).unwrap()])
         .schema(input.clone())
@@ -64,7 +65,7 @@ fn operator_with(emit: EmitMode, policy: LatePolicy) -> (AggregateOperator, Arc<
     };
     let operator =
         AggregateOperator::new(groups, calls, Some(window), emit, output, handling).unwrap();
-    (operator, late)
+    (Stage::new(Box::new(operator)), late)
 }
 
 /// Rows `(k, window_start)` with the watermark each arrived under.
@@ -129,7 +130,10 @@ fn windows_emit_once_when_the_watermark_passes_their_end() {
     assert_eq!(late.load(Ordering::Relaxed), 1);
     aggregate.on_watermark(25, &mut output).unwrap();
     assert_eq!(rows(&output), vec![(10, "a".into(), 2, 1)]);
-    assert!(aggregate.bins.is_empty(), "closed windows leave no state");
+    assert!(
+        aggregate.operator().bins.is_empty(),
+        "closed windows leave no state"
+    );
 }
 
 #[test]
@@ -138,7 +142,8 @@ fn a_restored_checkpoint_continues_like_the_original() {
     use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    let checkpoint = |aggregate: &mut AggregateOperator| commit_checkpoint(aggregate, &store);
+    let checkpoint =
+        |aggregate: &mut Stage<AggregateOperator>| commit_checkpoint(aggregate, &store);
     let (mut original, _) = operator(EmitMode::OnWindowClose);
     let mut ignored = Vec::new();
     let first = chunk(&[("a", 0), ("b", 10), ("a", 20)], &[None, Some(1), Some(2)]);
@@ -215,7 +220,7 @@ fn rows_within_the_allowed_lateness_correct_an_emitted_window() {
     // At end + allowed lateness the window's state goes; later rows are late.
     let mut output = Vec::new();
     aggregate.on_watermark(30, &mut output).unwrap();
-    assert!(aggregate.bins.is_empty());
+    assert!(aggregate.operator().bins.is_empty());
     aggregate
         .on_batch(chunk(&[("a", 0)], &[Some(30)]), &mut output)
         .unwrap();
@@ -247,7 +252,7 @@ fn state_stays_bounded_over_a_long_run() {
             let mut output = Vec::new();
             aggregate.on_batch(input, &mut output).unwrap();
             aggregate.on_watermark(time, &mut output).unwrap();
-            most_bins = most_bins.max(aggregate.bins.len());
+            most_bins = most_bins.max(aggregate.operator().bins.len());
         }
         // Windows of 10 ns open for at most 10 + 50 ns past the watermark.
         assert!(most_bins <= 8, "{most_bins} bins held under {policy:?}");

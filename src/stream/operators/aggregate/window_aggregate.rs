@@ -31,7 +31,7 @@ use super::{late_row, window_ends, LateHandling, WindowGroup};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
-use crate::stream::operator::{advance_watermark, Operator, Output};
+use crate::stream::operator::{Context, Operator, Output};
 
 pub struct WindowAggregateOperator {
     groups: Vec<Arc<dyn PhysicalExpr>>,
@@ -41,7 +41,6 @@ pub struct WindowAggregateOperator {
     shape: BinShape,
     /// Window end -> its groups, per key partition.
     bins: WindowPartitions,
-    watermark: Option<i64>,
     late: LateHandling,
     /// Bins changed and closed since the last checkpoint.
     bin_changes: BinChanges,
@@ -74,7 +73,6 @@ impl WindowAggregateOperator {
             schema,
             shape,
             bins: WindowPartitions::new(partitions),
-            watermark: None,
             late,
             bin_changes: BinChanges::default(),
         })
@@ -139,19 +137,17 @@ impl Operator for WindowAggregateOperator {
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
         let (shape, bins) = (&self.shape, &mut self.bins);
         self.bin_changes
-            .checkpoint_each(state, self.watermark, |end| bins.checkpoint(shape, end))
+            .checkpoint_each(state, |end| bins.checkpoint(shape, end))
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        let (watermark, bins) = checkpointed_bins(state)?;
-        self.watermark = watermark;
-        for (end, value) in bins {
+        for (end, value) in checkpointed_bins(state)? {
             self.bins.restore(&self.shape, end, value)?;
         }
         Ok(())
     }
 
-    fn on_batch(&mut self, chunk: Chunk, _output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, context: Context, _output: &mut Output) -> Result<()> {
         let rows = chunk.num_rows();
         let keys: Vec<ArrayRef> = self
             .groups
@@ -160,17 +156,14 @@ impl Operator for WindowAggregateOperator {
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let arguments = evaluate_arguments(&self.shape.calls, &chunk)?;
         let ends = window_ends(&self.window, &keys)?;
-        let (window, watermark) = (&self.window, self.watermark);
+        let (window, watermark) = (&self.window, context.watermark);
         let assign = |rows: &[u32]| assign_rows(window, watermark, &chunk, &ends, rows);
         let (late, changed) = self.bins.update(&self.shape, &keys, &arguments, &assign)?;
         self.bin_changes.changed.extend(changed);
         self.late.report(&chunk, &late)
     }
 
-    fn on_watermark(&mut self, watermark_ns: i64, output: &mut Output) -> Result<()> {
-        if !advance_watermark(&mut self.watermark, watermark_ns) {
-            return Ok(());
-        }
+    fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
         // Without allowed lateness a window is complete, and takes no more
         // rows, once the watermark reaches its end.
         for (end, bins) in self.bins.close(watermark_ns) {

@@ -6,6 +6,7 @@
 use super::*;
 use crate::state::{SledStore, StateStore};
 use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
+use crate::stream::operator::Stage;
 use crate::stream::operators::aggregate::AggregateOperator;
 use crate::stream::operators::window_spec::{WindowKind, WindowSpec};
 use crate::stream::{EmitMode, LatePolicy, LateRows};
@@ -117,16 +118,19 @@ fn handling(late: &Arc<AtomicU64>) -> LateHandling {
     }
 }
 
-fn vectorised(late: &Arc<AtomicU64>, partitions: usize) -> WindowAggregateOperator {
+fn vectorised(late: &Arc<AtomicU64>, partitions: usize) -> Stage<WindowAggregateOperator> {
     let (groups, calls, schema) = parts();
     let late = handling(late);
-    WindowAggregateOperator::new(groups, calls, window(), schema, late, partitions).unwrap()
+    let operator = WindowAggregateOperator::new(groups, calls, window(), schema, late, partitions);
+    Stage::new(Box::new(operator.unwrap()))
 }
 
-fn reference(late: &Arc<AtomicU64>) -> AggregateOperator {
+fn reference(late: &Arc<AtomicU64>) -> Stage<AggregateOperator> {
     let (groups, calls, schema) = parts();
     let emit = EmitMode::OnWindowClose;
-    AggregateOperator::new(groups, calls, Some(window()), emit, schema, handling(late)).unwrap()
+    let operator =
+        AggregateOperator::new(groups, calls, Some(window()), emit, schema, handling(late));
+    Stage::new(Box::new(operator.unwrap()))
 }
 
 /// Emitted rows as sorted text lines (with their diffs).
@@ -200,7 +204,7 @@ fn random_chunk(random: &mut Random, now: i64, watermark: Option<i64>) -> Chunk 
 /// count, replaces it by a fresh one with that many, restored from what the
 /// store holds.
 fn checkpoint(
-    operator: &mut WindowAggregateOperator,
+    operator: &mut Stage<WindowAggregateOperator>,
     store: &SledStore,
     late: &Arc<AtomicU64>,
     restore: Option<usize>,
