@@ -37,6 +37,11 @@ pub mod sqlstate {
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const INVALID_STATEMENT_NAME: &str = "26000";
     pub const QUERY_CANCELED: &str = "57014";
+    pub const SERIALIZATION_FAILURE: &str = "40001";
+    pub const ACTIVE_SQL_TRANSACTION: &str = "25001";
+    pub const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
+    pub const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
+    pub const INVALID_SAVEPOINT_SPECIFICATION: &str = "3B001";
     pub const IO_ERROR: &str = "58030";
     pub const DATA_CORRUPTED: &str = "XX001";
     pub const INTERNAL_ERROR: &str = "XX000";

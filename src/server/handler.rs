@@ -18,10 +18,13 @@ use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireServerHandlers, Type,
+    DEFAULT_NAME,
 };
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::response::{CommandComplete, NoticeResponse};
+use pgwire::messages::extendedquery::Sync as PgSync;
+use pgwire::messages::response::{CommandComplete, NoticeResponse, ReadyForQuery};
+use pgwire::messages::simplequery::Query;
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
@@ -29,6 +32,7 @@ use pgwire::types::format::FormatOptions;
 use super::cancel::{CancelRequests, CommitGates};
 use super::parameters::bound_values;
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
+use super::simple_query::{self, transaction_status};
 use crate::engine::{CommandDone, Engine};
 use crate::error::{sqlstate, WeirError};
 use crate::session::{bound_type, CopyInProgress, Outcome, Prepared, Session};
@@ -232,6 +236,16 @@ where
 
 #[async_trait]
 impl SimpleQueryHandler for SessionHandler {
+    async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        simple_query::answer(self, &self.session, client, query).await
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -279,6 +293,26 @@ impl ExtendedQueryHandler for SessionHandler {
         self.parser.clone()
     }
 
+    /// ReadyForQuery with the session's transaction status (see
+    /// `simple_query`).
+    async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        client.portal_store().rm_portal(DEFAULT_NAME);
+        let status = transaction_status(&self.session);
+        client.set_transaction_status(status);
+        let ready = ReadyForQuery::new(status);
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(ready))
+            .await?;
+        client.flush().await?;
+        Ok(())
+    }
+
     async fn do_query<C>(
         &self,
         client: &mut C,
@@ -293,7 +327,7 @@ impl ExtendedQueryHandler for SessionHandler {
     {
         self.session.commit_gate().start_statement();
         let prepared = &portal.statement.statement;
-        let parameters = bound_values(portal)?;
+        let parameters = bound_values(portal).inspect_err(|_| self.session.statement_failed())?;
         let outcome = self
             .session
             .execute(prepared, Some(&parameters))
@@ -409,6 +443,8 @@ impl CopyHandler for SessionHandler {
                 CommandComplete::from(tag(&done)),
             ))
             .await?;
+        // pgwire sends ReadyForQuery with this status next.
+        client.set_transaction_status(transaction_status(&self.session));
         Ok(())
     }
 

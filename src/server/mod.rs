@@ -6,6 +6,7 @@ mod cancel;
 mod handler;
 mod parameters;
 mod response;
+mod simple_query;
 mod text_format;
 
 use std::future::Future;

@@ -1,7 +1,8 @@
 //! COPY FROM STDIN as it streams: data is decoded chunk by chunk into a
 //! `BulkWrite` (which spills to the table's log past a bound), and the whole
 //! statement commits at CopyDone — all or nothing, like every write, with
-//! memory bounded by a chunk rather than the payload.
+//! memory bounded by a chunk rather than the payload. Inside a transaction
+//! block the rows wait for COMMIT with the block's other writes instead.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::{CopyIn, Session};
 use crate::connectors::pg_copy::{self, CopyDecoder};
-use crate::connectors::table::{BulkWrite, TableLog};
+use crate::connectors::table::{BulkWrite, PendingWrites, TableLog};
 use crate::engine::CommandDone;
 use crate::error::{Result, WeirError};
 
@@ -19,8 +20,19 @@ pub struct CopyInProgress {
     table: Arc<TableLog>,
     table_schema: SchemaRef,
     /// None once the COPY has failed (the first error is kept).
-    write: Option<BulkWrite>,
+    write: Option<CopyTarget>,
     failed: Option<WeirError>,
+}
+
+/// Where a COPY's rows go.
+enum CopyTarget {
+    Table(BulkWrite),
+    /// A transaction block's pending writes, from position `mark` on.
+    Block {
+        pending: Arc<PendingWrites>,
+        mark: usize,
+        rows: u64,
+    },
 }
 
 impl CopyInProgress {
@@ -41,12 +53,21 @@ impl CopyInProgress {
             return Ok(());
         };
         let batch = pg_copy::widen(&batch, &self.table_schema)?;
-        write.add(batch)
+        match write {
+            CopyTarget::Table(write) => write.add(batch),
+            CopyTarget::Block { pending, rows, .. } => {
+                *rows += batch.num_rows() as u64;
+                pending.keep(&self.table, batch).map(|_| ())
+            }
+        }
     }
 
     fn fail(&mut self, error: WeirError) {
-        // Dropping the write forgets what it spilled and lets writers on.
-        self.write = None;
+        // Dropping the write forgets what it spilled and lets writers on;
+        // in a block the rows kept so far go.
+        if let Some(CopyTarget::Block { pending, mark, .. }) = self.write.take() {
+            pending.truncate(mark);
+        }
         self.failed = Some(error);
     }
 
@@ -59,7 +80,15 @@ impl Session {
     /// Starts taking a COPY's data: waits for the table's earlier writes
     /// and holds later ones off until the COPY ends.
     pub async fn start_copy(&self, copy: CopyIn) -> CopyInProgress {
-        let write = BulkWrite::begin(copy.table.clone()).await;
+        let write = if self.pending.is_active() {
+            CopyTarget::Block {
+                pending: self.pending.clone(),
+                mark: self.pending.mark(),
+                rows: 0,
+            }
+        } else {
+            CopyTarget::Table(BulkWrite::begin(copy.table.clone()).await)
+        };
         CopyInProgress {
             decoder: CopyDecoder::new(copy.options, copy.columns),
             table_schema: copy.table.schema(),
@@ -69,8 +98,17 @@ impl Session {
         }
     }
 
-    /// Decodes the rest of the data and durably appends the whole COPY.
-    pub async fn finish_copy(&self, mut copy: CopyInProgress) -> Result<CommandDone> {
+    /// Decodes the rest of the data and durably appends the whole COPY; an
+    /// error aborts an open transaction block.
+    pub async fn finish_copy(&self, copy: CopyInProgress) -> Result<CommandDone> {
+        let done = self.finish_copy_rows(copy).await;
+        if done.is_err() {
+            self.statement_failed();
+        }
+        done
+    }
+
+    async fn finish_copy_rows(&self, mut copy: CopyInProgress) -> Result<CommandDone> {
         let rest = copy.decoder.finish();
         if let Err(error) = rest.and_then(|batch| copy.add(batch)) {
             copy.fail(error);
@@ -82,6 +120,10 @@ impl Session {
             .write
             .take()
             .ok_or_else(|| WeirError::internal("COPY finished twice"))?;
+        let write = match write {
+            CopyTarget::Table(write) => write,
+            CopyTarget::Block { rows, .. } => return Ok(CommandDone::new("COPY").with_rows(rows)),
+        };
         let rows = match write.commit(Some(&self.gate)).await {
             Ok(rows) => rows,
             Err(error) => {
@@ -89,7 +131,6 @@ impl Session {
                 return Err(error);
             }
         };
-        self.note_write(rows);
         Ok(CommandDone::new("COPY").with_rows(rows))
     }
 }

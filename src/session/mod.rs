@@ -10,6 +10,7 @@ mod parameters;
 mod planning;
 mod results;
 mod settings;
+mod transaction;
 mod utility;
 mod writes;
 
@@ -24,8 +25,8 @@ use datafusion::sql::sqlparser::ast;
 
 use crate::connectors::pg_copy::CopyOptions;
 pub use crate::connectors::table::CommitGate;
-use crate::connectors::table::TableLog;
-use crate::engine::{CommandDone, Engine, Notice};
+use crate::connectors::table::{PendingWrites, TableLog};
+use crate::engine::{CommandDone, Engine};
 use crate::error::{Result, WeirError};
 use crate::sql;
 pub use crate::sql::units::{parse_memory_size, parse_milliseconds};
@@ -33,6 +34,8 @@ pub use copy::CopyInProgress;
 pub use parameters::bound_type;
 use planning::{PlanningCache, Purpose};
 pub use settings::{Reported, Settings, SERVER_VERSION};
+use transaction::TransactionBlock;
+pub use transaction::TransactionStatus;
 pub use utility::Utility;
 
 pub struct Session {
@@ -42,15 +45,9 @@ pub struct Session {
     /// Decides whether the running statement's write commits or is
     /// cancelled (cancel requests, statement_timeout).
     gate: Arc<CommitGate>,
+    /// The rows written in a transaction block, applied at COMMIT.
+    pending: Arc<PendingWrites>,
     planning: Mutex<PlanningCache>,
-}
-
-/// BEGIN ... COMMIT is accepted for drivers that always open one, but each
-/// statement is applied (durably) when it runs; see docs/sql-reference.md.
-#[derive(Debug, Default)]
-struct TransactionBlock {
-    open: bool,
-    rows_written: u64,
 }
 
 /// A statement ready to execute, possibly many times with new parameters.
@@ -131,6 +128,7 @@ impl Session {
             settings: Mutex::new(Settings::default()),
             transaction: Mutex::new(TransactionBlock::default()),
             gate: Arc::new(CommitGate::default()),
+            pending: Arc::new(PendingWrites::default()),
             planning: Mutex::new(PlanningCache::default()),
         }
     }
@@ -163,8 +161,12 @@ impl Session {
     /// context to run its plans with.
     fn planning(&self, purpose: Purpose) -> Result<(Arc<SessionState>, Arc<TaskContext>)> {
         let settings = self.settings().clone();
-        self.planning_cache()
-            .get(purpose, &self.engine, &settings, &self.gate)
+        self.planning_cache().get(
+            purpose,
+            &self.engine,
+            &settings,
+            (&self.gate, &self.pending),
+        )
     }
 
     fn planning_cache(&self) -> MutexGuard<'_, PlanningCache> {
@@ -174,6 +176,14 @@ impl Session {
     }
 
     pub async fn prepare(&self, statement: sql::Statement) -> Result<Prepared> {
+        let prepared = self.prepare_statement(statement).await;
+        if prepared.is_err() {
+            self.statement_failed();
+        }
+        prepared
+    }
+
+    async fn prepare_statement(&self, statement: sql::Statement) -> Result<Prepared> {
         let (statement, sql, stream_options) = match statement {
             sql::Statement::Flush => {
                 return Ok(Prepared::utility("FLUSH".to_string(), Utility::Flush))
@@ -245,10 +255,30 @@ impl Session {
 
     /// Parses and prepares every statement of a simple-protocol query string.
     pub fn parse(&self, sql_text: &str) -> Result<Vec<sql::Statement>> {
-        sql::parse(sql_text)
+        let statements = sql::parse(sql_text);
+        if statements.is_err() {
+            self.statement_failed();
+        }
+        statements
     }
 
+    /// Runs a prepared statement; an error aborts an open transaction block.
     pub async fn execute(
+        &self,
+        prepared: &Prepared,
+        parameters: Option<&ParamValues>,
+    ) -> Result<Outcome> {
+        self.refuse_if_aborted(&prepared.action)?;
+        let outcome = self.execute_action(prepared, parameters).await;
+        match &outcome {
+            Err(_) => self.statement_failed(),
+            Ok(Outcome::Done(done)) if changes_catalog(&prepared.action) => self.note_ddl(done),
+            Ok(_) => {}
+        }
+        outcome
+    }
+
+    async fn execute_action(
         &self,
         prepared: &Prepared,
         parameters: Option<&ParamValues>,
@@ -258,6 +288,7 @@ impl Session {
             false => None,
         };
         match &prepared.action {
+            Action::Utility(Utility::Commit) => Ok(Outcome::TransactionEnd(self.commit().await?)),
             Action::Utility(utility) => self.execute_utility(utility),
             Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
             Action::Plan(plan) => {
@@ -297,13 +328,17 @@ impl Session {
                     )
                     .await?,
             )),
-            LogicalPlan::Dml(dml) => self.execute_dml(dml).await,
+            LogicalPlan::Dml(dml) => {
+                self.check_reads(&dml.input)?;
+                self.execute_dml(dml).await
+            }
             LogicalPlan::Statement(statement) => Err(WeirError::unsupported(format!(
                 "{} is not supported",
                 statement.name()
             ))
             .with_hint("Use your driver's prepared statements (the extended query protocol).")),
             query => {
+                self.check_reads(&query)?;
                 let physical = state.create_physical_plan(&query).await?;
                 let batches = execute_stream(physical, task)?;
                 let batches = with_schema(batches, prepared.result_schema.clone());
@@ -341,8 +376,11 @@ impl Session {
         let schema = utility.result_schema();
         match utility {
             Utility::Begin => Ok(Outcome::TransactionStart(self.begin())),
-            Utility::Commit => Ok(Outcome::TransactionEnd(self.end("COMMIT"))),
-            Utility::Rollback => Ok(Outcome::TransactionEnd(self.end("ROLLBACK"))),
+            Utility::Commit => Err(WeirError::internal("COMMIT is not a synchronous utility")),
+            Utility::Rollback => Ok(Outcome::TransactionEnd(self.rollback())),
+            Utility::Savepoint { name } => Ok(Outcome::Done(self.savepoint(name)?)),
+            Utility::ReleaseSavepoint { name } => Ok(Outcome::Done(self.release(name)?)),
+            Utility::RollbackTo { name } => Ok(Outcome::Done(self.rollback_to(name)?)),
             Utility::Set { name, value } => {
                 let reported = self.settings().set(name, value.clone())?;
                 Ok(Outcome::Set(CommandDone::new("SET"), reported))
@@ -432,38 +470,6 @@ impl Session {
                 rows(schema, vec![vec![definition.name, definition.sql]])
             }
         }
-    }
-
-    fn begin(&self) -> CommandDone {
-        let mut transaction = self.transaction();
-        if transaction.open {
-            return CommandDone::new("BEGIN").with_notice(Notice::warning(
-                "there is already a transaction in progress",
-            ));
-        }
-        *transaction = TransactionBlock {
-            open: true,
-            rows_written: 0,
-        };
-        CommandDone::new("BEGIN")
-    }
-
-    fn end(&self, tag: &str) -> CommandDone {
-        let mut transaction = self.transaction();
-        let done = CommandDone::new(tag);
-        let done = if !transaction.open {
-            done.with_notice(Notice::warning("there is no transaction in progress"))
-        } else if tag == "ROLLBACK" && transaction.rows_written > 0 {
-            done.with_notice(Notice::warning(&format!(
-                "ROLLBACK did not undo the {} rows written in this transaction block: \
-                 weir applies every statement durably when it runs",
-                transaction.rows_written
-            )))
-        } else {
-            done
-        };
-        *transaction = TransactionBlock::default();
-        done
     }
 
     fn copy_in(&self, table: &str, columns: &[String], options: &CopyOptions) -> Result<Outcome> {

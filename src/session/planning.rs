@@ -11,7 +11,7 @@ use std::sync::Arc;
 use datafusion::execution::{SessionState, TaskContext};
 
 use super::Settings;
-use crate::connectors::table::CommitGate;
+use crate::connectors::table::{CommitGate, PendingWrites};
 use crate::engine::Engine;
 use crate::error::{Result, WeirError};
 
@@ -70,6 +70,10 @@ struct Built {
     writes: Planning,
 }
 
+/// What a session's writes go through: the gate deciding whether a
+/// statement commits, and the transaction block's pending writes.
+pub type SessionWrites<'a> = (&'a Arc<CommitGate>, &'a Arc<PendingWrites>);
+
 /// Which of the two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -85,9 +89,9 @@ impl PlanningCache {
         purpose: Purpose,
         engine: &Engine,
         settings: &Settings,
-        gate: &Arc<CommitGate>,
+        writes: SessionWrites,
     ) -> Result<(Arc<SessionState>, Arc<TaskContext>)> {
-        let planning = self.built(engine, settings, gate)?.planning(purpose);
+        let planning = self.built(engine, settings, writes)?.planning(purpose);
         Ok((planning.started(), planning.task.clone()))
     }
 
@@ -99,7 +103,7 @@ impl PlanningCache {
         &mut self,
         engine: &Engine,
         settings: &Settings,
-        gate: &Arc<CommitGate>,
+        writes: SessionWrites,
     ) -> Result<&mut Built> {
         let key = PlanningKey {
             datafusion: settings.datafusion_options().clone(),
@@ -108,7 +112,7 @@ impl PlanningCache {
         match &mut self.built {
             Some(built) if built.key == key => {}
             stale => {
-                *stale = Some(Built::new(key, engine, settings, gate)?);
+                *stale = Some(Built::new(key, engine, settings, writes)?);
                 self.generation += 1;
             }
         }
@@ -123,13 +127,14 @@ impl Built {
         key: PlanningKey,
         engine: &Engine,
         settings: &Settings,
-        gate: &Arc<CommitGate>,
+        (gate, pending): SessionWrites,
     ) -> Result<Self> {
         let mut state = engine.state();
         settings.apply(&mut state)?;
         // Writes reach the table through DataFusion's sink, which finds the
-        // gate here.
+        // gate and the transaction block's pending writes here.
         state.config_mut().set_extension(gate.clone());
+        state.config_mut().set_extension(pending.clone());
         let mut write_state = state.clone();
         write_state
             .config_mut()

@@ -17,6 +17,15 @@ pub enum Utility {
     Begin,
     Commit,
     Rollback,
+    Savepoint {
+        name: String,
+    },
+    ReleaseSavepoint {
+        name: String,
+    },
+    RollbackTo {
+        name: String,
+    },
     /// `value` None means DEFAULT.
     Set {
         name: String,
@@ -74,13 +83,27 @@ impl Utility {
 pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
     let utility = match statement {
         ast::Statement::StartTransaction { .. } => Utility::Begin,
+        ast::Statement::Rollback { chain: true, .. }
+        | ast::Statement::Commit { chain: true, .. } => {
+            return Err(WeirError::unsupported("AND CHAIN is not supported")
+                .with_hint("End the block, then BEGIN a new one."))
+        }
         ast::Statement::Commit { .. } => Utility::Commit,
         ast::Statement::Rollback {
             savepoint: None, ..
         } => Utility::Rollback,
-        ast::Statement::Rollback { .. } | ast::Statement::Savepoint { .. } => {
-            return Err(WeirError::unsupported("savepoints are not supported"))
-        }
+        ast::Statement::Rollback {
+            savepoint: Some(name),
+            ..
+        } => Utility::RollbackTo {
+            name: normalize_identifier(&name.to_string()),
+        },
+        ast::Statement::Savepoint { name } => Utility::Savepoint {
+            name: normalize_identifier(&name.to_string()),
+        },
+        ast::Statement::ReleaseSavepoint { name } => Utility::ReleaseSavepoint {
+            name: normalize_identifier(&name.to_string()),
+        },
         ast::Statement::Set(set) => classify_set(set)?,
         ast::Statement::ShowVariable { variable } => classify_show(variable),
         ast::Statement::ShowTables { .. } => Utility::ShowTables,

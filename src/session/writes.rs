@@ -33,7 +33,6 @@ impl Session {
         let physical = state.create_physical_plan(&LogicalPlan::Dml(dml)).await?;
         let write = collect(physical, task);
         let rows = count_of(&self.run_write(write).await?);
-        self.note_write(rows);
         Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
     }
 
@@ -62,10 +61,13 @@ impl Session {
     }
 
     async fn insert_rows(&self, table: Arc<TableLog>, rows: RecordBatch) -> Result<Outcome> {
+        let count = rows.num_rows() as u64;
+        if self.pending.keep(&table, rows.clone())? {
+            return Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(count)));
+        }
         let gate = self.gate.clone();
         let write = async move { table.append(vec![rows], Some(gate.as_ref())).await };
         let rows = self.run_write(write).await?;
-        self.note_write(rows);
         Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(rows)))
     }
 
@@ -108,12 +110,5 @@ impl Session {
         .with_hint(
             "Nothing of the statement was applied. SET statement_timeout = 0 turns the limit off.",
         ))
-    }
-
-    pub(super) fn note_write(&self, rows: u64) {
-        let mut transaction = self.transaction();
-        if transaction.open {
-            transaction.rows_written += rows;
-        }
     }
 }

@@ -146,6 +146,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         )));
     }
     let (tokens, options) = stream_ddl::extract(tokens)?;
+    let tokens = to_regtype_as_cast(tokens);
     let statement = if is_catalog_query(&tokens) {
         let mut statements = COMPATIBILITY.parse(&render(&tokens))?;
         statements
@@ -180,6 +181,35 @@ fn parse_tokens(tokens: Vec<TokenWithSpan>) -> Result<ast::Statement> {
         .with_hint("Check the statement near the line and column shown."));
     }
     Ok(statement)
+}
+
+/// `to_regtype(x)` for one token `x` (a literal or `$n`) becomes
+/// `x::regtype`, which the catalog parser resolves against pg_type — NULL
+/// for a type that does not exist, as `to_regtype` answers (psycopg asks
+/// it for each type it adapts).
+fn to_regtype_as_cast(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let is_call = |window: &[TokenWithSpan]| {
+        matches!(&window[0].token, Token::Word(word) if word.value.eq_ignore_ascii_case("to_regtype"))
+            && window[1].token == Token::LParen
+            && window[3].token == Token::RParen
+    };
+    if !tokens.windows(4).any(is_call) {
+        return tokens;
+    }
+    let mut rewritten = Vec::with_capacity(tokens.len());
+    let mut index = 0;
+    while index < tokens.len() {
+        if index + 4 <= tokens.len() && is_call(&tokens[index..index + 4]) {
+            rewritten.push(tokens[index + 2].clone());
+            rewritten.push(TokenWithSpan::wrap(Token::DoubleColon));
+            rewritten.push(TokenWithSpan::wrap(Token::make_word("regtype", None)));
+            index += 4;
+        } else {
+            rewritten.push(tokens[index].clone());
+            index += 1;
+        }
+    }
+    rewritten
 }
 
 fn is_catalog_query(tokens: &[TokenWithSpan]) -> bool {
@@ -224,6 +254,14 @@ mod tests {
         assert_eq!(error.code, crate::error::sqlstate::SYNTAX_ERROR);
         assert!(error.message.contains("SELEC"), "{}", error.message);
         assert_eq!(parse("SELECT 1 2").unwrap_err().code, "42601");
+    }
+
+    #[test]
+    fn to_regtype_becomes_a_regtype_cast() {
+        let rewritten = to_regtype_as_cast(tokens("SELECT oid = to_regtype($1), to_regtype('x')"));
+        assert_eq!(render(&rewritten), "SELECT oid = $1::regtype, 'x'::regtype");
+        let untouched = to_regtype_as_cast(tokens("SELECT to_regtype(a || b)"));
+        assert_eq!(render(&untouched), "SELECT to_regtype(a || b)");
     }
 
     #[test]

@@ -49,7 +49,62 @@ def main(url):
         assert conn.execute("SELECT count(*) FROM psycopg_t").fetchone() == (4,)
         conn.execute("DROP TABLE psycopg_t")
         conn.commit()
+    check_transactions(url)
     print("psycopg ok")
+
+
+def check_transactions(url):
+    """Nested conn.transaction() blocks use savepoints: an inner failure is
+    rolled back to its savepoint, the outer block commits the rest, and the
+    reported transaction status follows (psycopg decides BEGIN or SAVEPOINT
+    by it)."""
+    status = psycopg.pq.TransactionStatus
+    notices = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda notice: notices.append(notice.message_primary))
+        conn.execute("CREATE TABLE psycopg_tx (i INT)")
+        with conn.transaction():
+            conn.execute("INSERT INTO psycopg_tx VALUES (1)")
+            try:
+                with conn.transaction():
+                    conn.execute("INSERT INTO psycopg_tx VALUES (2)")
+                    conn.execute("SELECT * FROM psycopg_missing")
+            except psycopg.errors.UndefinedTable:
+                pass
+            assert conn.info.transaction_status == status.INTRANS, conn.info.transaction_status
+            with conn.transaction():
+                conn.execute("INSERT INTO psycopg_tx VALUES (3)")
+        assert conn.info.transaction_status == status.IDLE
+        rows = [row[0] for row in conn.execute("SELECT i FROM psycopg_tx ORDER BY i")]
+        assert rows == [1, 3], rows
+
+        with conn.transaction() as outer:
+            conn.execute("INSERT INTO psycopg_tx VALUES (4)")
+            raise psycopg.Rollback(outer)
+        assert conn.execute("SELECT count(*) FROM psycopg_tx").fetchone() == (2,)
+
+        # An error in a block aborts it: the status says so until ROLLBACK.
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT * FROM psycopg_missing")
+        except psycopg.errors.UndefinedTable:
+            pass
+        assert conn.info.transaction_status == status.INERROR
+        try:
+            conn.execute("SELECT 1")
+            raise AssertionError("expected 25P02")
+        except psycopg.errors.InFailedSqlTransaction:
+            pass
+        conn.execute("ROLLBACK")
+        assert conn.info.transaction_status == status.IDLE
+
+        # DDL takes effect when it runs; ROLLBACK says it stays.
+        with conn.transaction() as outer:
+            conn.execute("CREATE TABLE psycopg_tx_ddl (a INT)")
+            raise psycopg.Rollback(outer)
+        assert any("did not undo CREATE TABLE" in notice for notice in notices), notices
+        conn.execute("DROP TABLE psycopg_tx_ddl")
+        conn.execute("DROP TABLE psycopg_tx")
 
 
 def check_null_and_typed_parameters(conn):

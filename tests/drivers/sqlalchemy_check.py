@@ -1,6 +1,8 @@
-"""SQLAlchemy 2 against weir: the psycopg2 dialect connects (it parses
-version() and reads settings at its first connect), then Core statements
-create, fill and read a table. Usage: sqlalchemy_check.py <url>"""
+"""SQLAlchemy 2 against weir: the psycopg2 and psycopg (3) dialects connect
+(they parse version(), read settings and, for psycopg, fetch type info in a
+savepoint at the first connect), then Core statements create, fill and read
+a table, and a failed nested transaction rolls back to its savepoint.
+Usage: sqlalchemy_check.py <url>"""
 import sys
 
 import sqlalchemy
@@ -8,7 +10,12 @@ from sqlalchemy import Column, Integer, MetaData, Table, Text, insert, select, t
 
 
 def main(url):
-    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg2://", 1))
+    for driver in ("psycopg2", "psycopg"):
+        check(url.replace("postgresql://", f"postgresql+{driver}://", 1))
+
+
+def check(url):
+    engine = sqlalchemy.create_engine(url)
     with engine.connect() as conn:
         assert engine.dialect.server_version_info[:2] == (16, 6), engine.dialect.server_version_info
         version = conn.execute(text("select pg_catalog.version()")).scalar()
@@ -24,6 +31,17 @@ def main(url):
         assert [tuple(row) for row in rows] == [(1, "one"), (2, "two")], rows
         two = conn.execute(select(table.c.t).where(table.c.i == 2)).scalar_one()
         assert two == "two", two
+        with conn.begin_nested():
+            conn.execute(insert(table), [{"i": 3, "t": "three"}])
+        try:
+            with conn.begin_nested():
+                conn.execute(insert(table), [{"i": 4, "t": "four"}])
+                conn.execute(text("SELECT * FROM sqlalchemy_missing"))
+        except sqlalchemy.exc.ProgrammingError:
+            pass
+        conn.commit()
+        rows = conn.execute(select(table.c.i).order_by(table.c.i)).scalars().all()
+        assert rows == [1, 2, 3], rows
         conn.execute(text("DROP TABLE sqlalchemy_t"))
         conn.commit()
     engine.dispose()

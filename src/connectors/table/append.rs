@@ -25,7 +25,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::group_commit::{encode_entries, PreparedWrite, Spilled};
 use super::{CommitGate, TableLog};
-use crate::error::{Result, WeirError};
+use crate::error::{sqlstate, Result, WeirError};
 use crate::state::WriteBatch;
 use crate::stream::WatermarkTracker;
 
@@ -91,7 +91,7 @@ impl BulkWrite {
 
     /// A write that stays in memory: queued behind the table's earlier
     /// writes without waiting for them.
-    async fn begin_small(log: Arc<TableLog>) -> Self {
+    pub(super) async fn begin_small(log: Arc<TableLog>) -> Self {
         let writer = log.writer.clone().lock_owned().await;
         Self::new(log, writer, false, None)
     }
@@ -172,40 +172,75 @@ impl BulkWrite {
     /// Commits every row taken; returns the row count. With a `gate`, a
     /// cancel before the commit starts stops the write (57014) and one
     /// after it is ignored.
-    pub async fn commit(mut self, gate: Option<&CommitGate>) -> Result<u64> {
-        let rows = self.take_pending()?;
-        let total = self.spilled_rows + rows.as_ref().map_or(0, |r| r.num_rows() as u64);
-        if total == 0 {
-            return Ok(0);
+    pub async fn commit(self, gate: Option<&CommitGate>) -> Result<u64> {
+        Self::commit_together(vec![self], gate).await
+    }
+
+    /// Commits `writes` (to different tables) in one group: all or none.
+    /// Returns their rows.
+    pub(super) async fn commit_together(
+        mut writes: Vec<BulkWrite>,
+        gate: Option<&CommitGate>,
+    ) -> Result<u64> {
+        let mut prepared = Vec::with_capacity(writes.len());
+        let mut total = 0;
+        for write in &mut writes {
+            if let Some(ready) = write.prepare()? {
+                total += ready.rows.as_ref().map_or(0, |r| r.num_rows() as u64);
+                total += ready.spilled.as_ref().map_or(0, |s| s.rows);
+                prepared.push(ready);
+            }
         }
-        self.log.check_not_dropped()?;
+        let Some(committer) = prepared.first().map(|write| write.log.committer.clone()) else {
+            return Ok(0);
+        };
         if let Some(gate) = gate {
             gate.begin_commit()?;
         }
+        writes.iter_mut().for_each(|write| write.queued = true);
+        let outcomes = committer.enqueue_all(prepared);
+        // The tables' next writes may queue now.
+        drop(writes);
+        let mut committed = Ok(());
+        for outcome in outcomes {
+            let outcome = outcome.await.unwrap_or_else(|_| {
+                Err(WeirError::internal(
+                    "the group commit stopped before this write",
+                ))
+            });
+            // The group failed as a whole: report the write that failed it
+            // rather than the others' "retry" error.
+            if let Err(error) = outcome {
+                let retry = error.code == sqlstate::SERIALIZATION_FAILURE;
+                if committed.is_ok() || !retry {
+                    committed = Err(error);
+                }
+            }
+        }
+        if let Some(gate) = gate {
+            gate.end_commit();
+        }
+        committed.map(|()| total)
+    }
+
+    /// The write as the group commit takes it; None when it has no rows.
+    fn prepare(&mut self) -> Result<Option<PreparedWrite>> {
+        let rows = self.take_pending()?;
+        if self.spilled_rows == 0 && rows.is_none() {
+            return Ok(None);
+        }
+        self.log.check_not_dropped()?;
         let spilled = (self.spilled_rows > 0).then(|| Spilled {
             first_row: self.first_row,
             rows: self.spilled_rows,
             events: self.events.take(),
         });
-        let write = PreparedWrite {
+        Ok(Some(PreparedWrite {
             log: self.log.clone(),
             spilled,
             rows,
             new_keys: std::mem::take(&mut self.new_keys),
-        };
-        self.queued = true;
-        let outcome = self.log.committer.enqueue(write);
-        // The table's next write may queue now.
-        drop(self);
-        let committed = outcome.await.unwrap_or_else(|_| {
-            Err(WeirError::internal(
-                "the group commit stopped before this write",
-            ))
-        });
-        if let Some(gate) = gate {
-            gate.end_commit();
-        }
-        committed.map(|()| total)
+        }))
     }
 }
 

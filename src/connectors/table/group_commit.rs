@@ -99,19 +99,29 @@ impl GroupCommitter {
 
     /// Queues `write`; the receiver says when its group is durable (or
     /// failed). The write is committed even if nobody waits for it.
-    pub(super) fn enqueue(self: &Arc<Self>, write: PreparedWrite) -> oneshot::Receiver<Result<()>> {
-        let (done, outcome) = oneshot::channel();
-        write.log.in_flight.fetch_add(1, Ordering::AcqRel);
+    /// Queues `writes` together, so they land in one group: all of them
+    /// commit or none. A receiver per write says when its group is durable
+    /// (or failed); the writes are committed even if nobody waits.
+    pub(super) fn enqueue_all(
+        self: &Arc<Self>,
+        writes: Vec<PreparedWrite>,
+    ) -> Vec<oneshot::Receiver<Result<()>>> {
+        let mut outcomes = Vec::with_capacity(writes.len());
         let start = {
             let mut queue = lock(&self.queue);
-            queue.waiting.push(Queued { write, done });
+            for write in writes {
+                let (done, outcome) = oneshot::channel();
+                write.log.in_flight.fetch_add(1, Ordering::AcqRel);
+                queue.waiting.push(Queued { write, done });
+                outcomes.push(outcome);
+            }
             !std::mem::replace(&mut queue.committing, true)
         };
         if start {
             let committer = self.clone();
             tokio::task::spawn_blocking(move || committer.run());
         }
-        outcome
+        outcomes
     }
 
     /// Commits groups until nothing is queued.
@@ -203,7 +213,7 @@ impl PreparedWrite {
 
 fn failed_with_another() -> WeirError {
     WeirError::new(
-        "40001",
+        crate::error::sqlstate::SERIALIZATION_FAILURE,
         "a write committed together with this one failed; nothing of this statement was applied",
     )
     .with_hint("Retry the statement.")

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::OwnedRow;
 use datafusion::catalog::Session as DataFusionSession;
 use datafusion::common::{Constraints, DataFusionError};
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
@@ -33,6 +35,7 @@ mod history;
 mod legacy;
 mod retention;
 mod scan;
+mod transaction;
 mod unique;
 
 pub use append::BulkWrite;
@@ -41,6 +44,7 @@ pub use commit_gate::CommitGate;
 pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
 pub use group_commit::GroupCommitter;
 pub use history::History;
+pub use transaction::{PendingWrites, MAX_TRANSACTION_BYTES};
 
 use crate::catalog::StreamDefinition;
 use crate::error::{Result, WeirError};
@@ -230,6 +234,22 @@ impl TableLog {
         self.dropped.store(true, Ordering::Release);
     }
 
+    /// The keys `rows` would add to each unique index, checked against
+    /// the table (and within `rows`) but not reserved.
+    fn new_keys(&self, rows: &RecordBatch) -> Result<Vec<Vec<OwnedRow>>> {
+        let unique = self.unique.lock().unwrap_or_else(|p| p.into_inner());
+        unique.iter().map(|index| index.check(rows)).collect()
+    }
+
+    /// The error of a write repeating a key of unique index `index`.
+    fn duplicate_key(&self, index: usize) -> WeirError {
+        let unique = self.unique.lock().unwrap_or_else(|p| p.into_inner());
+        match unique.get(index) {
+            Some(index) => index.duplicate(),
+            None => WeirError::internal("a unique index vanished"),
+        }
+    }
+
     fn check_not_dropped(&self) -> Result<()> {
         match self.dropped.load(Ordering::Acquire) {
             true => Err(WeirError::undefined_table(&self.name)),
@@ -402,6 +422,12 @@ impl DataSink for TableSink {
     ) -> datafusion::error::Result<u64> {
         // A statement is all or nothing: spill as rows come, commit once.
         let external = |error: WeirError| DataFusionError::External(Box::new(error));
+        let pending = context.session_config().get_extension::<PendingWrites>();
+        if let Some(pending) = pending.filter(|pending| pending.is_active()) {
+            return keep_in_block(&pending, &self.log, data)
+                .await
+                .map_err(external);
+        }
         let mut write = BulkWrite::begin(self.log.clone()).await;
         while let Some(batch) = data.next().await {
             write.add(batch?).map_err(external)?;
@@ -409,6 +435,28 @@ impl DataSink for TableSink {
         let gate = context.session_config().get_extension::<CommitGate>();
         write.commit(gate.as_deref()).await.map_err(external)
     }
+}
+
+/// An INSERT … SELECT inside a transaction block: its rows wait for COMMIT
+/// (none of them if the statement fails).
+async fn keep_in_block(
+    pending: &PendingWrites,
+    log: &Arc<TableLog>,
+    mut data: SendableRecordBatchStream,
+) -> Result<u64> {
+    let mark = pending.mark();
+    let mut rows = 0;
+    while let Some(batch) = data.next().await {
+        let kept = batch.map_err(WeirError::from).and_then(|batch| {
+            rows += batch.num_rows() as u64;
+            pending.keep(log, batch)
+        });
+        if let Err(error) = kept {
+            pending.truncate(mark);
+            return Err(error);
+        }
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -87,18 +87,23 @@ impl UniqueIndex {
             }
             let owned = row.owned();
             if self.keys.contains(&owned) || !added.insert(owned.clone()) {
-                return Err(WeirError::new(
-                    sqlstate::UNIQUE_VIOLATION,
-                    format!(
-                        "duplicate key value violates unique constraint \"{}\"",
-                        self.name
-                    ),
-                )
-                .with_hint("A row with the same key already exists; nothing was written."));
+                return Err(self.duplicate());
             }
             fresh.push(owned);
         }
         Ok(fresh)
+    }
+
+    /// The error of a write repeating a key.
+    pub fn duplicate(&self) -> WeirError {
+        WeirError::new(
+            sqlstate::UNIQUE_VIOLATION,
+            format!(
+                "duplicate key value violates unique constraint \"{}\"",
+                self.name
+            ),
+        )
+        .with_hint("A row with the same key already exists; nothing was written.")
     }
 
     pub fn insert(&mut self, keys: Vec<OwnedRow>) {
