@@ -99,6 +99,47 @@ fn psql_catalog_commands() {
     assert!(schemas.contains("public"), "{schemas}");
 }
 
+/// Keys are visible the way Postgres shows them: NOT NULL key columns, an
+/// "Indexes:" section in \d, the key indexes in \di.
+#[test]
+fn psql_shows_primary_keys_and_unique_constraints() {
+    let server = TestServer::start();
+    psql(
+        &server,
+        "CREATE TABLE riders (id BIGINT, region TEXT, email TEXT, PRIMARY KEY (id, region), UNIQUE (email))",
+    );
+    let described = psql(&server, "\\d riders");
+    for expected in [
+        "Indexes:",
+        "\"riders_pkey\" PRIMARY KEY, btree (id, region)",
+        "\"riders_email_key\" UNIQUE CONSTRAINT, btree (email)",
+    ] {
+        assert!(
+            described.contains(expected),
+            "missing {expected:?} in:\n{described}"
+        );
+    }
+    let id = described
+        .lines()
+        .find(|line| line.trim_start().starts_with("id"));
+    assert!(
+        id.is_some_and(|line| line.contains("not null")),
+        "{described}"
+    );
+    let email = described
+        .lines()
+        .find(|line| line.trim_start().starts_with("email"));
+    assert!(
+        email.is_some_and(|line| !line.contains("not null")),
+        "{described}"
+    );
+    let indexes = psql(&server, "\\di");
+    assert!(
+        indexes.contains("riders_pkey") && indexes.contains("riders_email_key"),
+        "{indexes}"
+    );
+}
+
 #[test]
 fn psql_session_survives_a_typo() {
     let server = TestServer::start();

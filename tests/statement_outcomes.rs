@@ -288,7 +288,9 @@ async fn check_relations(client: &Client) -> Vec<Vec<String>> {
     let batch = rows(client, "SELECT k, count(*), sum(v) FROM big GROUP BY k").await;
     let relations = rows(
         client,
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
+        // Materialized views are in pg_class, not information_schema.tables.
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON c.relnamespace = n.oid \
+         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v', 'm') ORDER BY 1",
     )
     .await;
     let names: BTreeSet<String> = relations.iter().map(|row| row[0].clone()).collect();

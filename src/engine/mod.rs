@@ -4,9 +4,10 @@
 pub mod checkpoint;
 mod clock;
 mod ddl;
+mod information_schema;
 mod materialized;
 mod output_limits;
-pub mod pg_class;
+pub mod pg_catalog;
 pub mod relations;
 pub mod sql_types;
 mod system_settings;
@@ -25,7 +26,7 @@ use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::setup_pg_catalog;
 
 use crate::catalog::{DATABASE_NAME, SCHEMA_NAME};
-use crate::engine::pg_class::PgCatalogSchema;
+use crate::engine::pg_catalog::PgCatalogSchema;
 use crate::engine::system_tables::{
     MaterializedViewsTable, TablesTable, WatermarksTable, SYSTEM_SCHEMA_NAME,
 };
@@ -116,6 +117,7 @@ impl Engine {
         let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
         register_system_tables(&context, &catalog, &checkpoints)?;
+        information_schema::register(&context, DATABASE_NAME).await?;
         let engine = Engine {
             context,
             catalog,
@@ -217,6 +219,8 @@ impl Drop for Engine {
     fn drop(&mut self) {
         if let Some(database) = self.context.catalog(DATABASE_NAME) {
             let _ = database.deregister_schema("pg_catalog", true);
+            // Its views' plans hold pg_catalog's tables.
+            let _ = database.deregister_schema(information_schema::SCHEMA_NAME, true);
         }
     }
 }
@@ -243,10 +247,18 @@ fn register_system_tables(
         .catalog(DATABASE_NAME)
         .ok_or_else(|| WeirError::internal("the database catalog is missing"))?;
     database.register_schema(SYSTEM_SCHEMA_NAME, system)?;
+    for function in pg_catalog::key_definition_functions(catalog) {
+        context.register_udf(function);
+    }
+    let names = pg_catalog::OidNames::default();
+    context.register_udf(pg_catalog::view_definition_function(catalog, &names));
+    context.register_udf(pg_catalog::serial_sequence_function());
+    context.register_udf(pg_catalog::table_is_visible_function(&names));
+    context.register_udf(pg_catalog::collation_is_visible_function());
     if let Some(pg_catalog) = database.schema("pg_catalog") {
         database.register_schema(
             "pg_catalog",
-            Arc::new(PgCatalogSchema::new(pg_catalog, catalog)),
+            Arc::new(PgCatalogSchema::new(pg_catalog, catalog, &names)),
         )?;
     }
     Ok(())
@@ -256,7 +268,8 @@ fn new_context() -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_default_catalog_and_schema(DATABASE_NAME, SCHEMA_NAME)
         .with_create_default_catalog_and_schema(true)
-        .with_information_schema(true);
+        // Ours, in Postgres's shape: engine::information_schema.
+        .with_information_schema(false);
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
     // TIMESTAMPTZ columns and now() are UTC unless a session sets TimeZone.
     config.options_mut().execution.time_zone = Some("+00:00".to_string());
@@ -281,6 +294,8 @@ fn new_context() -> Result<SessionContext> {
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     context.register_udf(sql::version::version_function());
+    context.register_udf(sql::like_escape::pattern_function());
+    context.register_udf(sql::json_build_object::function());
     // Last, so it wraps whichever implementation is registered.
     output_limits::limit_function_outputs(&context)?;
     Ok(context)

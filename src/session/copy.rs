@@ -6,9 +6,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 
-use super::{CopyIn, Session};
+use super::{CopyIn, Outcome, Session};
+use crate::connectors::pg_copy::CopyOptions;
 use crate::connectors::pg_copy::{self, CopyDecoder};
 use crate::connectors::table::{BulkWrite, PendingWrites, TableLog};
 use crate::engine::CommandDone;
@@ -77,6 +78,42 @@ impl CopyInProgress {
 }
 
 impl Session {
+    /// COPY … FROM STDIN: the table and the columns its data holds.
+    pub(super) fn copy_in(
+        &self,
+        table: &str,
+        columns: &[String],
+        options: &CopyOptions,
+    ) -> Result<Outcome> {
+        let log = self
+            .engine
+            .relations()
+            .table(table)
+            .ok_or_else(|| WeirError::undefined_table(table))?;
+        let table_schema = log.schema();
+        let columns = if columns.is_empty() {
+            table_schema.clone()
+        } else {
+            let fields = columns
+                .iter()
+                .map(|column| {
+                    table_schema.field_with_name(column).cloned().map_err(|_| {
+                        WeirError::new(
+                            crate::error::sqlstate::UNDEFINED_COLUMN,
+                            format!("column \"{column}\" of relation \"{table}\" does not exist"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Arc::new(Schema::new(fields))
+        };
+        Ok(Outcome::CopyIn(CopyIn {
+            table: log,
+            columns,
+            options: options.clone(),
+        }))
+    }
+
     /// Starts taking a COPY's data: waits for the table's earlier writes
     /// and holds later ones off until the COPY ends.
     pub async fn start_copy(&self, copy: CopyIn) -> CopyInProgress {

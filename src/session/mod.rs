@@ -471,36 +471,6 @@ impl Session {
             }
         }
     }
-
-    fn copy_in(&self, table: &str, columns: &[String], options: &CopyOptions) -> Result<Outcome> {
-        let log = self
-            .engine
-            .relations()
-            .table(table)
-            .ok_or_else(|| WeirError::undefined_table(table))?;
-        let table_schema = log.schema();
-        let columns = if columns.is_empty() {
-            table_schema.clone()
-        } else {
-            let fields = columns
-                .iter()
-                .map(|column| {
-                    table_schema.field_with_name(column).cloned().map_err(|_| {
-                        WeirError::new(
-                            crate::error::sqlstate::UNDEFINED_COLUMN,
-                            format!("column \"{column}\" of relation \"{table}\" does not exist"),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Arc::new(Schema::new(fields))
-        };
-        Ok(Outcome::CopyIn(CopyIn {
-            table: log,
-            columns,
-            options: options.clone(),
-        }))
-    }
 }
 
 /// Statements DataFusion would plan but weir cannot honour.

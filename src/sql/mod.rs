@@ -6,8 +6,11 @@
 mod alter_system;
 pub mod alter_table;
 pub mod checked_arithmetic;
+pub mod generate_subscripts;
 mod interval;
+pub mod json_build_object;
 mod late_data;
+pub mod like_escape;
 mod limits;
 pub mod materialized;
 pub mod numeric_sum;

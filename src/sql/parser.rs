@@ -159,6 +159,8 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     super::limits::check_nesting(&statement)?;
     let mut statement = windows::rewrite(statement)?;
     super::repeated_columns::name_repeated_columns(&mut statement);
+    super::like_escape::rewrite(&mut statement);
+    super::generate_subscripts::rewrite(&mut statement);
     Ok(match options {
         Some(options) => Statement::CreateTable {
             statement: Box::new(statement),

@@ -6,7 +6,7 @@ Usage: sqlalchemy_check.py <url>"""
 import sys
 
 import sqlalchemy
-from sqlalchemy import Column, Integer, MetaData, Table, Text, insert, select, text
+from sqlalchemy import Column, Integer, MetaData, Table, Text, insert, inspect, select, text
 
 
 def main(url):
@@ -16,6 +16,7 @@ def main(url):
 
 def check(url):
     engine = sqlalchemy.create_engine(url)
+    check_inspection(engine)
     with engine.connect() as conn:
         assert engine.dialect.server_version_info[:2] == (16, 6), engine.dialect.server_version_info
         version = conn.execute(text("select pg_catalog.version()")).scalar()
@@ -45,6 +46,47 @@ def check(url):
         conn.execute(text("DROP TABLE sqlalchemy_t"))
         conn.commit()
     engine.dispose()
+
+
+def check_inspection(engine):
+    """What inspect() reads from the catalog: schemas, tables, views,
+    materialized views, keys and view definitions."""
+    with engine.connect() as conn:
+        conn.execute(text(
+            "CREATE TABLE sa_riders (id BIGINT, region TEXT, email TEXT, "
+            "PRIMARY KEY (id, region), UNIQUE (email))"
+        ))
+        conn.execute(text("CREATE VIEW sa_emails AS SELECT email FROM sa_riders"))
+        conn.execute(text(
+            "CREATE MATERIALIZED VIEW sa_per_region AS "
+            "SELECT region, count(*) AS n FROM sa_riders GROUP BY region"
+        ))
+        conn.commit()
+    try:
+        insp = inspect(engine)
+        schemas = insp.get_schema_names()
+        assert "public" in schemas and "weir_catalog" in schemas, schemas
+        assert "sa_riders" in insp.get_table_names(), insp.get_table_names()
+        assert "sa_per_region" not in insp.get_table_names()
+        # Only the search path's views: not information_schema's or weir_catalog's.
+        assert insp.get_view_names() == ["sa_emails"], insp.get_view_names()
+        assert insp.get_materialized_view_names() == ["sa_per_region"]
+        primary = insp.get_pk_constraint("sa_riders")
+        assert primary["name"] == "sa_riders_pkey", primary
+        assert primary["constrained_columns"] == ["id", "region"], primary
+        unique = insp.get_unique_constraints("sa_riders")
+        assert [(u["name"], u["column_names"]) for u in unique] == [
+            ("sa_riders_email_key", ["email"])
+        ], unique
+        definition = insp.get_view_definition("sa_emails")
+        assert "SELECT email FROM sa_riders" in definition, definition
+        assert insp.has_table("sa_riders") and not insp.has_table("sa_missing")
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text("DROP MATERIALIZED VIEW sa_per_region"))
+            conn.execute(text("DROP VIEW sa_emails"))
+            conn.execute(text("DROP TABLE sa_riders"))
+            conn.commit()
 
 
 if __name__ == "__main__":

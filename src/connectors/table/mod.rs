@@ -52,6 +52,7 @@ use crate::state::StateStore;
 use crate::stream::WatermarkTracker;
 use clock::{load_ticks, Clock};
 use entries::{EntryReader, LogHead};
+pub use unique::KeyConstraint;
 use unique::UniqueIndex;
 
 /// Rows per stored log entry; bigger writes are split so no value is big.
@@ -232,6 +233,12 @@ impl TableLog {
     /// fail with 42P01.
     pub fn mark_dropped(&self) {
         self.dropped.store(true, Ordering::Release);
+    }
+
+    /// The table's PRIMARY KEY and UNIQUE constraints.
+    pub fn key_constraints(&self) -> Vec<KeyConstraint> {
+        let unique = self.unique.lock().unwrap_or_else(|p| p.into_inner());
+        unique.iter().map(UniqueIndex::describe).collect()
     }
 
     /// The keys `rows` would add to each unique index, checked against

@@ -11,6 +11,15 @@ use datafusion::common::{Constraint, Constraints};
 
 use crate::error::{sqlstate, Result, WeirError};
 
+/// A PRIMARY KEY or UNIQUE constraint, as catalogs list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyConstraint {
+    pub name: String,
+    /// Column positions, from 0.
+    pub columns: Vec<usize>,
+    pub primary: bool,
+}
+
 pub struct UniqueIndex {
     name: String,
     columns: Vec<usize>,
@@ -92,6 +101,16 @@ impl UniqueIndex {
             fresh.push(owned);
         }
         Ok(fresh)
+    }
+
+    /// What the catalog shows of it: its name, columns (positions) and
+    /// whether it is the primary key.
+    pub fn describe(&self) -> KeyConstraint {
+        KeyConstraint {
+            name: self.name.clone(),
+            columns: self.columns.clone(),
+            primary: self.primary,
+        }
     }
 
     /// The error of a write repeating a key.

@@ -1,0 +1,168 @@
+//! `pg_get_indexdef` and `pg_get_constraintdef` for the indexes and
+//! constraints of weir's keys (psql's `\d` prints them): the definitions
+//! Postgres would print. Other oids give NULL (indexes) or an empty string
+//! (constraints, as datafusion-pg-catalog answered before).
+
+use std::sync::{Arc, Weak};
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::common::{exec_err, Result};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+use super::context::{decode_key_oid, KeyPart};
+use crate::connectors::table::{KeyConstraint, TableLog};
+use crate::engine::relations::Relations;
+
+pub fn functions(relations: &Arc<Relations>) -> Vec<ScalarUDF> {
+    [KeyPart::Index, KeyPart::Constraint]
+        .into_iter()
+        .map(|part| {
+            ScalarUDF::new_from_impl(KeyDefinition {
+                part,
+                relations: Arc::downgrade(relations),
+                signature: Signature::variadic_any(Volatility::Stable),
+            })
+        })
+        .collect()
+}
+
+#[derive(Debug)]
+struct KeyDefinition {
+    part: KeyPart,
+    relations: Weak<Relations>,
+    signature: Signature,
+}
+
+impl PartialEq for KeyDefinition {
+    fn eq(&self, other: &Self) -> bool {
+        self.part == other.part
+    }
+}
+
+impl Eq for KeyDefinition {}
+
+impl std::hash::Hash for KeyDefinition {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for KeyDefinition {
+    fn name(&self) -> &str {
+        match self.part {
+            KeyPart::Index => "pg_get_indexdef",
+            KeyPart::Constraint => "pg_get_constraintdef",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(oids) = arrays.first() else {
+            return exec_err!("{} takes an oid", self.name());
+        };
+        let oids = cast(oids, &DataType::Int64)?;
+        let oids = oids.as_primitive::<Int64Type>();
+        // pg_get_indexdef(oid, column, pretty): column 0 is the whole index.
+        let columns = match (self.part, arrays.get(1)) {
+            (KeyPart::Index, Some(columns)) => Some(cast(columns, &DataType::Int64)?),
+            _ => None,
+        };
+        let columns = columns.as_ref().map(|c| c.as_primitive::<Int64Type>());
+        let logs = self
+            .relations
+            .upgrade()
+            .map_or_else(Vec::new, |relations| relations.table_logs());
+        let definitions: StringArray = (0..rows)
+            .map(|row| {
+                let oid = oids.is_valid(row).then(|| oids.value(row))?;
+                let column = columns
+                    .filter(|c| c.is_valid(row))
+                    .map_or(0, |c| c.value(row));
+                let definition = self.define(&logs, oid, column);
+                match self.part {
+                    KeyPart::Constraint => Some(definition.unwrap_or_default()),
+                    KeyPart::Index => definition,
+                }
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(definitions) as ArrayRef))
+    }
+}
+
+impl KeyDefinition {
+    fn define(&self, logs: &[Arc<TableLog>], oid: i64, column: i64) -> Option<String> {
+        let (table_id, index, part) = decode_key_oid(oid)?;
+        if part != self.part {
+            return None;
+        }
+        let log = logs.iter().find(|log| log.id() == table_id)?;
+        let key = log.key_constraints().into_iter().nth(index)?;
+        let schema = log.schema();
+        let names: Vec<String> = key
+            .columns
+            .iter()
+            .map(|&c| quote(schema.field(c).name()))
+            .collect();
+        Some(match part {
+            KeyPart::Index if column > 0 => names.get(column as usize - 1)?.clone(),
+            KeyPart::Index => format!(
+                "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
+                quote(&key.name),
+                quote(log.name()),
+                names.join(", ")
+            ),
+            KeyPart::Constraint => format!("{} ({})", kind(&key), names.join(", ")),
+        })
+    }
+}
+
+fn kind(key: &KeyConstraint) -> &'static str {
+    if key.primary {
+        "PRIMARY KEY"
+    } else {
+        "UNIQUE"
+    }
+}
+
+/// An identifier as Postgres prints it: quoted unless plain lower case.
+fn quote(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// `pg_get_serial_sequence(table, column)`: NULL, as for a column without
+/// a sequence — weir has no sequences (SQLAlchemy asks for every column).
+pub fn serial_sequence_function() -> ScalarUDF {
+    use datafusion::common::ScalarValue;
+    use datafusion::logical_expr::create_udf;
+    create_udf(
+        "pg_get_serial_sequence",
+        vec![DataType::Utf8, DataType::Utf8],
+        DataType::Utf8,
+        Volatility::Stable,
+        Arc::new(|_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)))),
+    )
+}

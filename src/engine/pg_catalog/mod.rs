@@ -1,0 +1,199 @@
+//! weir's corrections to datafusion-pg-catalog's `pg_catalog`, which knows
+//! DataFusion's tables but not weir's kinds and keys: `pg_class` says `'m'`
+//! for materialized views and lists one index (`'i'`) per PRIMARY KEY or
+//! UNIQUE constraint, `pg_attribute` marks key columns NOT NULL and gives
+//! each column the type weir's wire protocol sends (the crate's mapping
+//! falls back to `text` for intervals and most arrays), and `pg_constraint`
+//! and `pg_index` gain a row per key — what psql's `\d`, JDBC's
+//! `getPrimaryKeys` and SQLAlchemy's `inspect()` read. Each wrapper scans
+//! the crate's table and corrects or adds rows.
+
+mod context;
+mod definitions;
+mod keys;
+mod pg_attribute;
+mod pg_class;
+mod rows;
+mod views;
+mod visibility;
+
+use std::fmt;
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::{SchemaProvider, Session as DataFusionSession, TableProvider};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::TableType;
+use datafusion::error::Result;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::{collect, ExecutionPlan};
+
+use super::relations::Relations;
+use context::CatalogContext;
+pub use definitions::{functions as key_definition_functions, serial_sequence_function};
+pub use views::{view_definition_function, OidNames};
+pub use visibility::{collation_is_visible_function, table_is_visible_function};
+
+/// The name `OidNames` gives pg_catalog's relations (no weir relation has
+/// it: names with a dot are quoted).
+const SYSTEM_NAME: &str = "pg_catalog.";
+
+/// The pg_catalog schema, with the tables weir corrects wrapped.
+pub struct PgCatalogSchema {
+    inner: Arc<dyn SchemaProvider>,
+    catalog: Weak<Relations>,
+    names: OidNames,
+}
+
+impl fmt::Debug for PgCatalogSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PgCatalogSchema")
+    }
+}
+
+impl PgCatalogSchema {
+    /// `names` is shared with `pg_get_viewdef` (`view_definition_function`).
+    pub fn new(inner: Arc<dyn SchemaProvider>, catalog: &Arc<Relations>, names: &OidNames) -> Self {
+        PgCatalogSchema {
+            inner,
+            catalog: Arc::downgrade(catalog),
+            names: names.clone(),
+        }
+    }
+}
+
+/// Which table a wrapper corrects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Correction {
+    Class,
+    Attribute,
+    Constraint,
+    Index,
+    Views,
+    MaterializedViews,
+}
+
+impl Correction {
+    fn of(name: &str) -> Option<Self> {
+        Some(match name {
+            "pg_class" => Correction::Class,
+            "pg_attribute" => Correction::Attribute,
+            "pg_constraint" => Correction::Constraint,
+            "pg_index" => Correction::Index,
+            "pg_views" => Correction::Views,
+            "pg_matviews" => Correction::MaterializedViews,
+            _ => return None,
+        })
+    }
+
+    /// The columns it turns from text into arrays, and their elements.
+    fn lists(self) -> Vec<(&'static str, DataType)> {
+        let (int2, oid) = (DataType::Int16, DataType::Int32);
+        match self {
+            Correction::Constraint => vec![("conkey", int2.clone()), ("confkey", int2)],
+            Correction::Index => vec![
+                ("indkey", int2.clone()),
+                ("indoption", int2),
+                ("indclass", oid.clone()),
+                ("indcollation", oid),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn apply(self, batch: RecordBatch, context: &CatalogContext) -> Result<RecordBatch> {
+        match self {
+            Correction::Class => pg_class::correct(batch, context),
+            Correction::Attribute => pg_attribute::correct(batch, context),
+            Correction::Constraint => keys::add_constraints(batch, context),
+            Correction::Index => keys::add_indexes(batch, context),
+            Correction::Views => views::add_views(batch, context),
+            Correction::MaterializedViews => views::add_materialized_views(batch, context),
+        }
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for PgCatalogSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.inner.table_names()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let table = self.inner.table(name).await?;
+        Ok(match (table, Correction::of(name)) {
+            (Some(inner), Some(correction)) => Some(Arc::new(CorrectedTable {
+                inner,
+                correction,
+                schema: self.inner.clone(),
+                catalog: self.catalog.clone(),
+                names: self.names.clone(),
+            })),
+            (table, _) => table,
+        })
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.inner.table_exist(name)
+    }
+}
+
+struct CorrectedTable {
+    inner: Arc<dyn TableProvider>,
+    correction: Correction,
+    /// datafusion-pg-catalog's schema, for the oids of relations.
+    schema: Arc<dyn SchemaProvider>,
+    catalog: Weak<Relations>,
+    names: OidNames,
+}
+
+impl fmt::Debug for CorrectedTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CorrectedTable({:?})", self.correction)
+    }
+}
+
+#[async_trait]
+impl TableProvider for CorrectedTable {
+    fn schema(&self) -> SchemaRef {
+        rows::with_lists(&self.inner.schema(), &self.correction.lists())
+    }
+
+    fn table_type(&self) -> TableType {
+        self.inner.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn DataFusionSession,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let plan = self.inner.scan(state, None, &[], None).await?;
+        let batches = collect(plan, state.task_ctx()).await?;
+        let batch = datafusion::arrow::compute::concat_batches(&self.inner.schema(), &batches)?;
+        let batch = rows::parse_lists(batch, &self.schema())?;
+        let corrected = match self.catalog.upgrade() {
+            Some(catalog) => {
+                let context = CatalogContext::load(&self.schema, state, catalog).await?;
+                let public = context.names_by_oid().into_iter();
+                let system = context.system_oids.iter().map(|oid| (*oid, SYSTEM_NAME));
+                *self.names.lock().unwrap_or_else(|p| p.into_inner()) = public
+                    .chain(system)
+                    .map(|(oid, name)| (oid, name.to_string()))
+                    .collect();
+                self.correction.apply(batch, &context)?
+            }
+            None => batch,
+        };
+        let exec = MemorySourceConfig::try_new_exec(
+            &[vec![corrected]],
+            self.schema(),
+            projection.cloned(),
+        )?;
+        Ok(exec)
+    }
+}

@@ -1,0 +1,62 @@
+//! `pg_table_is_visible(oid)`: whether a relation is on the search path,
+//! which is `public` then `pg_catalog` (datafusion-pg-catalog answers true
+//! for every relation, so clients listing "their" tables and views also got
+//! information_schema's and weir_catalog's). The oids of `public` and
+//! pg_catalog come from the last pg_catalog scan, as for `pg_get_viewdef`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::logical_expr::{create_udf, ColumnarValue, ScalarUDF, Volatility};
+
+use super::context::decode_key_oid;
+use super::views::OidNames;
+
+/// Oids below this are Postgres's own objects (pg_catalog).
+const FIRST_NORMAL_OID: i64 = 16384;
+
+pub fn table_is_visible_function(names: &OidNames) -> ScalarUDF {
+    let names = names.clone();
+    create_udf(
+        "pg_table_is_visible",
+        vec![DataType::Int64],
+        DataType::Boolean,
+        Volatility::Stable,
+        Arc::new(move |arguments: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(arguments)?;
+            let oids = cast(&arrays[0], &DataType::Int64)?;
+            let oids = oids.as_primitive::<Int64Type>();
+            let public = names.lock().unwrap_or_else(|p| p.into_inner());
+            let visible: BooleanArray = (0..oids.len())
+                .map(|row| {
+                    let oid = oids.is_valid(row).then(|| oids.value(row))?;
+                    Some(
+                        oid < FIRST_NORMAL_OID
+                            || public.contains_key(&oid)
+                            || decode_key_oid(oid).is_some(),
+                    )
+                })
+                .collect();
+            let array: ArrayRef = Arc::new(visible);
+            Ok(ColumnarValue::Array(array))
+        }),
+    )
+}
+
+/// `pg_collation_is_visible(oid)`: true — weir has only pg_catalog's
+/// collations, which are on every search path.
+pub fn collation_is_visible_function() -> ScalarUDF {
+    create_udf(
+        "pg_collation_is_visible",
+        vec![DataType::Int64],
+        DataType::Boolean,
+        Volatility::Stable,
+        Arc::new(|arguments: &[ColumnarValue]| {
+            let rows = ColumnarValue::values_to_arrays(arguments)?[0].len();
+            let visible: ArrayRef = Arc::new(BooleanArray::from(vec![true; rows]));
+            Ok(ColumnarValue::Array(visible))
+        }),
+    )
+}
