@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 
@@ -180,6 +180,18 @@ async fn scan(
         &table.schema(),
         &batches,
     )?)
+}
+
+/// The first argument of a function taking an oid, as 64-bit integers.
+pub fn oid_argument(arrays: &[ArrayRef], function: &str) -> Result<Int64Array> {
+    let Some(oids) = arrays.first() else {
+        return Err(DataFusionError::Execution(format!(
+            "{function} takes an oid"
+        )));
+    };
+    Ok(cast(oids, &DataType::Int64)?
+        .as_primitive::<Int64Type>()
+        .clone())
 }
 
 /// Column `name` as 64-bit integers (oids are stored in several widths).

@@ -8,12 +8,12 @@ use std::sync::{Arc, Weak};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
-use datafusion::common::{exec_err, Result};
+use datafusion::common::Result;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-use super::context::{decode_key_oid, KeyPart};
+use super::context::{decode_key_oid, oid_argument, KeyPart};
 use crate::connectors::table::{KeyConstraint, TableLog};
 use crate::engine::relations::Relations;
 
@@ -70,11 +70,7 @@ impl ScalarUDFImpl for KeyDefinition {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows;
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let Some(oids) = arrays.first() else {
-            return exec_err!("{} takes an oid", self.name());
-        };
-        let oids = cast(oids, &DataType::Int64)?;
-        let oids = oids.as_primitive::<Int64Type>();
+        let oids = oid_argument(&arrays, self.name())?;
         // pg_get_indexdef(oid, column, pretty): column 0 is the whole index.
         let columns = match (self.part, arrays.get(1)) {
             (KeyPart::Index, Some(columns)) => Some(cast(columns, &DataType::Int64)?),

@@ -8,11 +8,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::arrow::array::{Array, ArrayRef, StringArray};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::{exec_err, Result};
+use datafusion::common::Result;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -20,7 +19,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
-use super::context::CatalogContext;
+use super::context::{oid_argument, CatalogContext};
 use super::rows::{append, flag, text, Row};
 use crate::catalog::{RelationDefinition, RelationKind};
 use crate::engine::relations::Relations;
@@ -142,11 +141,7 @@ impl ScalarUDFImpl for ViewDefinition {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows;
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let Some(oids) = arrays.first() else {
-            return exec_err!("pg_get_viewdef takes a view's oid");
-        };
-        let oids = cast(oids, &DataType::Int64)?;
-        let oids = oids.as_primitive::<Int64Type>();
+        let oids = oid_argument(&arrays, self.name())?;
         let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
         let relations = self.relations.upgrade();
         let definitions: StringArray = (0..rows)
