@@ -99,6 +99,44 @@ fn columns() -> String {
     )
 }
 
+fn constraint_kind() -> &'static str {
+    "CASE con.contype WHEN 'p' THEN 'PRIMARY KEY' WHEN 'u' THEN 'UNIQUE' \
+     WHEN 'f' THEN 'FOREIGN KEY' ELSE 'CHECK' END"
+}
+
+fn table_constraints() -> String {
+    format!(
+        "SELECT current_database() AS constraint_catalog, n.nspname AS constraint_schema, \
+         con.conname AS constraint_name, current_database() AS table_catalog, \
+         n.nspname AS table_schema, c.relname AS table_name, \
+         {} AS constraint_type, 'NO' AS is_deferrable, 'NO' AS initially_deferred, \
+         'YES' AS enforced, \
+         CASE WHEN con.contype IN ('p', 'u') THEN 'YES' END AS nulls_distinct \
+         FROM pg_catalog.pg_constraint con \
+         JOIN pg_catalog.pg_class c ON con.conrelid = c.oid \
+         JOIN pg_catalog.pg_namespace n ON c.relnamespace = n.oid \
+         WHERE con.contype IN ('p', 'u', 'f', 'c') AND c.relkind IN ('r', 'p')",
+        constraint_kind()
+    )
+}
+
+/// Each key column with its position in the key.
+fn key_column_usage() -> String {
+    "SELECT current_database() AS constraint_catalog, n.nspname AS constraint_schema, \
+     k.conname AS constraint_name, current_database() AS table_catalog, \
+     n.nspname AS table_schema, c.relname AS table_name, a.attname AS column_name, \
+     CAST(k.ordinal AS INT) AS ordinal_position, \
+     CAST(NULL AS INT) AS position_in_unique_constraint \
+     FROM (SELECT con.conname, con.conrelid, unnest(con.conkey) AS attnum, \
+       unnest(range(1, CAST(array_length(con.conkey, 1) AS BIGINT) + 1)) AS ordinal \
+       FROM pg_catalog.pg_constraint con WHERE con.contype IN ('p', 'u', 'f')) k \
+     JOIN pg_catalog.pg_class c ON k.conrelid = c.oid \
+     JOIN pg_catalog.pg_namespace n ON c.relnamespace = n.oid \
+     JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.attnum \
+     WHERE c.relkind IN ('r', 'p')"
+        .to_string()
+}
+
 /// Registers the schema in `context`'s database `database`.
 pub async fn register(context: &SessionContext, database: &str) -> Result<()> {
     let catalog = context
@@ -113,6 +151,8 @@ pub async fn register(context: &SessionContext, database: &str) -> Result<()> {
         ("tables", tables()),
         ("views", views()),
         ("columns", columns()),
+        ("table_constraints", table_constraints()),
+        ("key_column_usage", key_column_usage()),
     ];
     for (name, sql) in definitions {
         let plan = state.create_logical_plan(&sql).await.map_err(|error| {

@@ -252,9 +252,13 @@ fn register_system_tables(
     }
     let names = pg_catalog::OidNames::default();
     context.register_udf(pg_catalog::view_definition_function(catalog, &names));
-    context.register_udf(pg_catalog::serial_sequence_function());
+    for function in pg_catalog::null_functions() {
+        context.register_udf(function);
+    }
     context.register_udf(pg_catalog::table_is_visible_function(&names));
-    context.register_udf(pg_catalog::collation_is_visible_function());
+    for function in pg_catalog::always_visible_functions() {
+        context.register_udf(function);
+    }
     if let Some(pg_catalog) = database.schema("pg_catalog") {
         database.register_schema(
             "pg_catalog",

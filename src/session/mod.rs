@@ -4,6 +4,7 @@
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
 mod copy;
+mod current_setting;
 mod insert_template;
 mod insert_values;
 mod parameters;
@@ -40,7 +41,8 @@ pub use utility::Utility;
 
 pub struct Session {
     engine: Arc<Engine>,
-    settings: Mutex<Settings>,
+    /// Shared with `current_setting()` in the planning state.
+    settings: Arc<Mutex<Settings>>,
     transaction: Mutex<TransactionBlock>,
     /// Decides whether the running statement's write commits or is
     /// cancelled (cancel requests, statement_timeout).
@@ -125,7 +127,7 @@ impl Session {
     pub fn new(engine: Arc<Engine>) -> Self {
         Session {
             engine,
-            settings: Mutex::new(Settings::default()),
+            settings: Arc::new(Mutex::new(Settings::default())),
             transaction: Mutex::new(TransactionBlock::default()),
             gate: Arc::new(CommitGate::default()),
             pending: Arc::new(PendingWrites::default()),
@@ -137,6 +139,15 @@ impl Session {
     /// started committing is not cancelled.
     pub fn commit_gate(&self) -> Arc<CommitGate> {
         self.gate.clone()
+    }
+
+    /// What the planning state's writes and functions reach back to.
+    fn handles(&self) -> planning::SessionHandles<'_> {
+        planning::SessionHandles {
+            gate: &self.gate,
+            pending: &self.pending,
+            settings: &self.settings,
+        }
     }
 
     fn settings(&self) -> MutexGuard<'_, Settings> {
@@ -161,12 +172,8 @@ impl Session {
     /// context to run its plans with.
     fn planning(&self, purpose: Purpose) -> Result<(Arc<SessionState>, Arc<TaskContext>)> {
         let settings = self.settings().clone();
-        self.planning_cache().get(
-            purpose,
-            &self.engine,
-            &settings,
-            (&self.gate, &self.pending),
-        )
+        self.planning_cache()
+            .get(purpose, &self.engine, &settings, self.handles())
     }
 
     fn planning_cache(&self) -> MutexGuard<'_, PlanningCache> {
@@ -386,6 +393,14 @@ impl Session {
                 Ok(Outcome::Set(CommandDone::new("SET"), reported))
             }
             Utility::SetTransaction => Ok(Outcome::Done(CommandDone::new("SET"))),
+            Utility::Reset { name: Some(name) } => {
+                let reported = self.settings().set(name, None)?;
+                Ok(Outcome::Set(CommandDone::new("RESET"), reported))
+            }
+            Utility::Reset { name: None } => {
+                *self.settings() = Settings::default();
+                Ok(Outcome::Done(CommandDone::new("RESET")))
+            }
             // Writes reach everything that depends on them before they are
             // acknowledged, so there is nothing to wait for.
             Utility::Flush => Ok(Outcome::Done(CommandDone::new("FLUSH"))),

@@ -6,9 +6,9 @@
 //! seen without a rebuild.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use datafusion::execution::{SessionState, TaskContext};
+use datafusion::execution::{FunctionRegistry, SessionState, TaskContext};
 
 use super::Settings;
 use crate::connectors::table::{CommitGate, PendingWrites};
@@ -70,9 +70,15 @@ struct Built {
     writes: Planning,
 }
 
-/// What a session's writes go through: the gate deciding whether a
-/// statement commits, and the transaction block's pending writes.
-pub type SessionWrites<'a> = (&'a Arc<CommitGate>, &'a Arc<PendingWrites>);
+/// What a session's planning state reaches back to: the gate deciding
+/// whether a write commits, the transaction block's pending writes, and
+/// the live settings (`current_setting`).
+#[derive(Clone, Copy)]
+pub struct SessionHandles<'a> {
+    pub gate: &'a Arc<CommitGate>,
+    pub pending: &'a Arc<PendingWrites>,
+    pub settings: &'a Arc<Mutex<Settings>>,
+}
 
 /// Which of the two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,11 +93,11 @@ impl PlanningCache {
     pub fn get(
         &mut self,
         purpose: Purpose,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         settings: &Settings,
-        writes: SessionWrites,
+        handles: SessionHandles,
     ) -> Result<(Arc<SessionState>, Arc<TaskContext>)> {
-        let planning = self.built(engine, settings, writes)?.planning(purpose);
+        let planning = self.built(engine, settings, handles)?.planning(purpose);
         Ok((planning.started(), planning.task.clone()))
     }
 
@@ -101,9 +107,9 @@ impl PlanningCache {
 
     fn built(
         &mut self,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         settings: &Settings,
-        writes: SessionWrites,
+        handles: SessionHandles,
     ) -> Result<&mut Built> {
         let key = PlanningKey {
             datafusion: settings.datafusion_options().clone(),
@@ -112,7 +118,7 @@ impl PlanningCache {
         match &mut self.built {
             Some(built) if built.key == key => {}
             stale => {
-                *stale = Some(Built::new(key, engine, settings, writes)?);
+                *stale = Some(Built::new(key, engine, settings, handles)?);
                 self.generation += 1;
             }
         }
@@ -125,16 +131,18 @@ impl PlanningCache {
 impl Built {
     fn new(
         key: PlanningKey,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         settings: &Settings,
-        (gate, pending): SessionWrites,
+        handles: SessionHandles,
     ) -> Result<Self> {
         let mut state = engine.state();
         settings.apply(&mut state)?;
         // Writes reach the table through DataFusion's sink, which finds the
         // gate and the transaction block's pending writes here.
-        state.config_mut().set_extension(gate.clone());
-        state.config_mut().set_extension(pending.clone());
+        state.config_mut().set_extension(handles.gate.clone());
+        state.config_mut().set_extension(handles.pending.clone());
+        let current_setting = super::current_setting::function(handles.settings, engine);
+        state.register_udf(Arc::new(current_setting))?;
         let mut write_state = state.clone();
         write_state
             .config_mut()

@@ -9,6 +9,7 @@ use datafusion::execution::SessionState;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::units::parse_milliseconds;
 pub use crate::sql::version::SERVER_VERSION;
+use crate::sql::version::SERVER_VERSION_NUMBER;
 
 /// (name, default, reported to the client with ParameterStatus)
 const KNOWN: &[(&str, &str, bool)] = &[
@@ -24,6 +25,7 @@ const KNOWN: &[(&str, &str, bool)] = &[
     ("search_path", "public", false),
     ("server_encoding", "UTF8", true),
     ("server_version", SERVER_VERSION, true),
+    ("server_version_num", SERVER_VERSION_NUMBER, false),
     ("standard_conforming_strings", "on", true),
     ("statement_timeout", "0", false),
     ("timezone", "UTC", true),
@@ -194,12 +196,14 @@ fn validate(name: &str, value: &str) -> Result<()> {
         "statement_timeout" if parse_milliseconds(value).is_none() => {
             invalid("Give milliseconds, or a number with a unit: 500ms, 30s, 5min.")
         }
-        "server_version" | "server_encoding" | "integer_datetimes" | "max_identifier_length" => {
-            Err(WeirError::new(
-                "55P02",
-                format!("parameter \"{name}\" cannot be changed"),
-            ))
-        }
+        "server_version"
+        | "server_version_num"
+        | "server_encoding"
+        | "integer_datetimes"
+        | "max_identifier_length" => Err(WeirError::new(
+            "55P02",
+            format!("parameter \"{name}\" cannot be changed"),
+        )),
         _ => Ok(()),
     }
 }

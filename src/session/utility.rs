@@ -32,6 +32,10 @@ pub enum Utility {
         value: Option<String>,
     },
     SetTransaction,
+    /// `RESET name` (Some) or `RESET ALL` (None).
+    Reset {
+        name: Option<String>,
+    },
     Flush,
     Show {
         name: String,
@@ -105,6 +109,14 @@ pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
             name: normalize_identifier(&name.to_string()),
         },
         ast::Statement::Set(set) => classify_set(set)?,
+        ast::Statement::Reset(reset) => Utility::Reset {
+            name: match &reset.reset {
+                ast::Reset::ALL => None,
+                ast::Reset::ConfigurationParameter(name) => {
+                    Some(name.to_string().to_ascii_lowercase())
+                }
+            },
+        },
         ast::Statement::ShowVariable { variable } => classify_show(variable),
         ast::Statement::ShowTables { .. } => Utility::ShowTables,
         ast::Statement::ShowViews {

@@ -12,6 +12,8 @@ use datafusion::logical_expr::{create_udf, ColumnarValue, ScalarUDF, Volatility}
 
 /// The Postgres version weir reports (its protocol and catalog level).
 pub const SERVER_VERSION: &str = "16.6";
+/// The same as `server_version_num` gives it (major × 10000 + minor).
+pub const SERVER_VERSION_NUMBER: &str = "160006";
 
 /// What `version()` returns, e.g. `PostgreSQL 16.6 (weir 0.1.0) on
 /// x86_64-pc-linux-gnu, compiled by rustc, 64-bit`.
@@ -51,6 +53,8 @@ mod tests {
         assert_eq!(number, SERVER_VERSION);
         let (major, minor) = number.split_once('.').unwrap();
         assert!(major.parse::<u32>().unwrap() >= 10 && minor.parse::<u32>().is_ok());
+        let expected = major.parse::<u32>().unwrap() * 10000 + minor.parse::<u32>().unwrap();
+        assert_eq!(SERVER_VERSION_NUMBER, expected.to_string());
         assert!(text.contains("weir"), "{text}");
     }
 }

@@ -149,16 +149,27 @@ fn quote(name: &str) -> String {
     }
 }
 
-/// `pg_get_serial_sequence(table, column)`: NULL, as for a column without
-/// a sequence — weir has no sequences (SQLAlchemy asks for every column).
-pub fn serial_sequence_function() -> ScalarUDF {
+/// Functions whose answer is always NULL in weir:
+/// `pg_get_serial_sequence(table, column)` (weir has no sequences;
+/// SQLAlchemy asks for every column) and `col_description(table, column)`
+/// (no comments).
+pub fn null_functions() -> Vec<ScalarUDF> {
     use datafusion::common::ScalarValue;
     use datafusion::logical_expr::create_udf;
-    create_udf(
-        "pg_get_serial_sequence",
-        vec![DataType::Utf8, DataType::Utf8],
-        DataType::Utf8,
-        Volatility::Stable,
-        Arc::new(|_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)))),
-    )
+    let null = |name: &str, arguments: Vec<DataType>| {
+        create_udf(
+            name,
+            arguments,
+            DataType::Utf8,
+            Volatility::Stable,
+            Arc::new(|_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)))),
+        )
+    };
+    vec![
+        null(
+            "pg_get_serial_sequence",
+            vec![DataType::Utf8, DataType::Utf8],
+        ),
+        null("col_description", vec![DataType::Int64, DataType::Int64]),
+    ]
 }

@@ -32,9 +32,9 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 
 use super::relations::Relations;
 use context::CatalogContext;
-pub use definitions::{functions as key_definition_functions, serial_sequence_function};
+pub use definitions::{functions as key_definition_functions, null_functions};
 pub use views::{view_definition_function, OidNames};
-pub use visibility::{collation_is_visible_function, table_is_visible_function};
+pub use visibility::{always_visible_functions, table_is_visible_function};
 
 /// The name `OidNames` gives pg_catalog's relations (no weir relation has
 /// it: names with a dot are quoted).

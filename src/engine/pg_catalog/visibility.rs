@@ -45,11 +45,23 @@ pub fn table_is_visible_function(names: &OidNames) -> ScalarUDF {
     )
 }
 
-/// `pg_collation_is_visible(oid)`: true — weir has only pg_catalog's
-/// collations, which are on every search path.
-pub fn collation_is_visible_function() -> ScalarUDF {
-    create_udf(
+/// `pg_collation_is_visible`, `pg_type_is_visible`,
+/// `pg_function_is_visible`: true — weir's collations, types and functions
+/// are all pg_catalog's, which is on every search path.
+pub fn always_visible_functions() -> Vec<ScalarUDF> {
+    [
         "pg_collation_is_visible",
+        "pg_type_is_visible",
+        "pg_function_is_visible",
+    ]
+    .into_iter()
+    .map(always_visible)
+    .collect()
+}
+
+fn always_visible(name: &str) -> ScalarUDF {
+    create_udf(
+        name,
         vec![DataType::Int64],
         DataType::Boolean,
         Volatility::Stable,
