@@ -95,26 +95,6 @@ impl Relations {
         self.read().get(name).cloned()
     }
 
-    /// `names` and every relation reading them, directly or through others.
-    pub fn dependents_of(&self, names: &[String]) -> Vec<String> {
-        let definitions = self.definitions();
-        let mut affected: Vec<String> = names.to_vec();
-        let mut index = 0;
-        while index < affected.len() {
-            for definition in &definitions {
-                let reads = definition.depends_on.contains(&affected[index]);
-                if reads && !affected.contains(&definition.name) {
-                    affected.push(definition.name.clone());
-                    if definition.side_output_id.is_some() {
-                        affected.push(crate::catalog::side_output_name(&definition.name));
-                    }
-                }
-            }
-            index += 1;
-        }
-        affected
-    }
-
     /// The rows of table `name`, if it is one of ours.
     pub fn table(&self, name: &str) -> Option<Arc<TableLog>> {
         let logs = self.table_logs.read().unwrap_or_else(|p| p.into_inner());

@@ -16,6 +16,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::logical_expr::LogicalPlan;
 
 use super::{Action, Session, Utility};
+use crate::catalog::{side_output_name, RelationDefinition};
 use crate::engine::{CommandDone, Notice};
 use crate::error::{sqlstate, Result, WeirError};
 
@@ -185,8 +186,10 @@ impl Session {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let written = self.pending.tables();
-        let affected = self.engine.relations().dependents_of(&written);
+        let affected = dependents_of(
+            self.pending.tables(),
+            &self.engine.relations().definitions(),
+        );
         let mut read = None;
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
@@ -209,6 +212,26 @@ impl Session {
             )),
         }
     }
+}
+
+/// `names` and every relation reading them, directly or through others
+/// (with a materialized view, its side output `<view>_late`).
+fn dependents_of(names: Vec<String>, definitions: &[RelationDefinition]) -> Vec<String> {
+    let mut affected = names;
+    let mut index = 0;
+    while index < affected.len() {
+        for definition in definitions {
+            let reads = definition.depends_on.contains(&affected[index]);
+            if reads && !affected.contains(&definition.name) {
+                affected.push(definition.name.clone());
+                if definition.side_output_id.is_some() {
+                    affected.push(side_output_name(&definition.name));
+                }
+            }
+        }
+        index += 1;
+    }
+    affected
 }
 
 fn outside_block(statement: &str) -> WeirError {
