@@ -300,6 +300,7 @@ fn new_context() -> Result<SessionContext> {
     context.register_udf(sql::version::version_function());
     context.register_udf(sql::like_escape::pattern_function());
     context.register_udf(sql::json_build_object::function());
+    context.register_udf(sql::format_function::function());
     // Last, so it wraps whichever implementation is registered.
     output_limits::limit_function_outputs(&context)?;
     Ok(context)
