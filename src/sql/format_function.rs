@@ -114,7 +114,8 @@ fn invalid(message: String) -> DataFusionError {
     DataFusionError::External(Box::new(error))
 }
 
-fn quote_identifier(name: &str) -> String {
+/// An identifier as Postgres prints it: quoted unless plain lower case.
+pub fn quote_identifier(name: &str) -> String {
     let plain = name
         .chars()
         .next()

@@ -16,6 +16,7 @@ use datafusion::logical_expr::{
 use super::context::{decode_key_oid, oid_argument, KeyPart};
 use crate::connectors::table::{KeyConstraint, TableLog};
 use crate::engine::relations::Relations;
+use crate::sql::format_function::quote_identifier as quote;
 
 pub fn functions(relations: &Arc<Relations>) -> Vec<ScalarUDF> {
     [KeyPart::Index, KeyPart::Constraint]
@@ -130,22 +131,6 @@ fn kind(key: &KeyConstraint) -> &'static str {
         "PRIMARY KEY"
     } else {
         "UNIQUE"
-    }
-}
-
-/// An identifier as Postgres prints it: quoted unless plain lower case.
-fn quote(name: &str) -> String {
-    let plain = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
     }
 }
 
