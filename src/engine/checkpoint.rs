@@ -291,6 +291,7 @@ impl Engine {
             for chunk in log.history_from(offset)? {
                 flow.push(&definition.name, chunk?)?;
             }
+            flow.flush()?;
             flow.advance_offset(&definition.name, total - offset);
             replayed += total - offset;
         }

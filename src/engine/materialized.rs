@@ -360,6 +360,7 @@ fn backfill_and_commit(
                 flow.spill_if_large(&mut writes)?;
             }
         }
+        writes.extend(flow.flush()?);
         Ok(writes)
     }))
     .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));

@@ -224,6 +224,45 @@ impl Dataflow {
         outcome.map(|()| writes)
     }
 
+    /// Finishes the views' work on what was pushed (some of it runs on
+    /// other threads): what operators held back for it goes on through
+    /// their views and the views reading those. Returns the writes to
+    /// commit with what `push` returned.
+    pub fn flush(&mut self) -> Result<WriteBatch> {
+        let mut writes = WriteBatch::new();
+        let outcome = self.flush_into(&mut writes);
+        if outcome.is_err() {
+            self.broken = true;
+        }
+        outcome.map(|()| writes)
+    }
+
+    fn flush_into(&mut self, writes: &mut WriteBatch) -> Result<()> {
+        // A view's held-back changes may start work in the views reading
+        // it, so flush until a round brings nothing out.
+        loop {
+            let mut moved = false;
+            let ids: Vec<u64> = self.views.keys().copied().collect();
+            for id in ids {
+                let view = self.views.get_mut(&id).expect("a listed view");
+                let changes = view.flush(writes)?;
+                writes.extend(view.take_writes());
+                let late = view.take_late_changes();
+                let name = view.name.clone();
+                if let Some((late, changes)) = late {
+                    self.propagate(None, &late, changes, writes)?;
+                }
+                if !changes.is_empty() {
+                    moved = true;
+                    self.propagate(None, &name, changes, writes)?;
+                }
+            }
+            if !moved {
+                return Ok(());
+            }
+        }
+    }
+
     fn propagate(
         &mut self,
         only: Option<&str>,
@@ -489,6 +528,7 @@ impl AppendObserver for SharedDataflow {
             offsets.push((table, rows));
         }
         let whole = |error| GroupFailure { write: None, error };
+        writes.extend(flow.flush().map_err(whole)?);
         commit(writes).map_err(whole)?;
         flow.publish();
         for (table, rows) in offsets {

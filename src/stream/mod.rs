@@ -13,6 +13,7 @@ pub mod message;
 pub mod operator;
 pub mod operators;
 pub mod parallelism;
+pub mod partition_workers;
 pub mod pipeline;
 pub mod time_columns;
 pub mod view_sink;

@@ -47,6 +47,13 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Finishes work the operator handed to other threads, putting out
+    /// what it held back for it and reporting its errors; the runtime
+    /// calls it before a write group commits.
+    fn flush(&mut self, _output: &mut Output) -> Result<()> {
+        Ok(())
+    }
+
     /// Writes what changed in the operator's state since the last
     /// checkpoint (stateless operators write nothing; the watermark is the
     /// runtime's).
@@ -146,6 +153,12 @@ impl<O: Operator + ?Sized> Stage<O> {
                 Message::Barrier(epoch) => self.on_barrier(epoch, &mut output)?,
             }
         }
+        Ok(output)
+    }
+
+    pub fn flush(&mut self) -> Result<Output> {
+        let mut output = Vec::new();
+        self.operator.flush(&mut output)?;
         Ok(output)
     }
 

@@ -182,7 +182,46 @@ impl ViewPipeline {
             }
             self.run_message(*last, message, checkpoint, &mut through)?;
         }
-        let current = through;
+        self.finish(through, checkpoint, (rows, limited))
+    }
+
+    /// Finishes the work its operators handed to other threads; what they
+    /// held back runs through the rest of the chain. Returns the view's
+    /// changes.
+    pub(super) fn flush(&mut self, checkpoint: &mut WriteBatch) -> Result<Vec<Message>> {
+        let mut through = Vec::new();
+        for index in 0..self.branches.len() {
+            for position in 0..self.branches[index].operators.len() {
+                let held = self.branches[index].operators[position].flush()?;
+                if held.is_empty() {
+                    continue;
+                }
+                let step = self.run_branch_from(index, position + 1, held, checkpoint)?;
+                let step = self.run_union(index, step, checkpoint)?;
+                through.extend(self.run_tail(step, checkpoint)?);
+            }
+        }
+        for position in 0..self.operators.len() {
+            let held = self.operators[position].flush()?;
+            if !held.is_empty() {
+                through.extend(self.run_tail_from(position + 1, held, checkpoint)?);
+            }
+        }
+        if through.is_empty() {
+            return Ok(through);
+        }
+        self.finish(through, checkpoint, (0, false))
+    }
+
+    /// What came out of the operators, to the sink (and the late rows to
+    /// theirs); returns the view's changes. `rows` read, and whether
+    /// memory is `limited`, say when to measure it.
+    fn finish(
+        &mut self,
+        current: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+        (rows, limited): (usize, bool),
+    ) -> Result<Vec<Message>> {
         let barrier = current.iter().any(|m| matches!(m, Message::Barrier(_)));
         if barrier {
             // The view's own state: how many rows its operators dropped.
@@ -228,15 +267,26 @@ impl ViewPipeline {
         message: Message,
         checkpoint: &mut WriteBatch,
     ) -> Result<Vec<Message>> {
+        self.run_branch_from(index, 0, vec![message], checkpoint)
+    }
+
+    /// `messages` through branch `index` from its operator `from` on.
+    fn run_branch_from(
+        &mut self,
+        index: usize,
+        from: usize,
+        messages: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
         let first_slot: usize = self.branches[..index]
             .iter()
             .map(|b| b.operators.len())
             .sum();
         let branch = &mut self.branches[index];
         run_chain(
-            &mut branch.operators,
-            (self.id, first_slot),
-            vec![message],
+            &mut branch.operators[from..],
+            (self.id, first_slot + from),
+            messages,
             checkpoint,
         )
     }
@@ -268,9 +318,18 @@ impl ViewPipeline {
         messages: Vec<Message>,
         checkpoint: &mut WriteBatch,
     ) -> Result<Vec<Message>> {
-        let first_slot = self.tail_slot();
+        self.run_tail_from(0, messages, checkpoint)
+    }
+
+    fn run_tail_from(
+        &mut self,
+        from: usize,
+        messages: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        let first_slot = self.tail_slot() + from;
         run_chain(
-            &mut self.operators,
+            &mut self.operators[from..],
             (self.id, first_slot),
             messages,
             checkpoint,

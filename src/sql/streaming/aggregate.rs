@@ -128,10 +128,11 @@ impl Planner<'_> {
         if window.spec.kind == WindowKind::Cumulate {
             // CUMULATE windows share their start: only the end names one.
             return match (position(&window.start), position(&window.end)) {
-                (_, Some(column)) => Ok(Some(WindowGroup {
+                (start, Some(column)) => Ok(Some(WindowGroup {
                     column,
                     is_end: true,
                     spec: window.spec,
+                    other: start,
                 })),
                 (Some(_), None) => Err(WeirError::new(
                     "42803",
@@ -142,15 +143,17 @@ impl Planner<'_> {
             };
         }
         Ok(match (position(&window.start), position(&window.end)) {
-            (Some(column), _) => Some(WindowGroup {
+            (Some(column), end) => Some(WindowGroup {
                 column,
                 is_end: false,
                 spec: window.spec,
+                other: end,
             }),
             (None, Some(column)) => Some(WindowGroup {
                 column,
                 is_end: true,
                 spec: window.spec,
+                other: None,
             }),
             (None, None) => None,
         })

@@ -23,6 +23,7 @@ mod session_state;
 mod state;
 pub mod window_aggregate;
 mod window_bin;
+mod window_closes;
 mod window_partitions;
 
 pub use session_aggregate::SessionAggregateOperator;
@@ -59,6 +60,19 @@ pub struct WindowGroup {
     pub column: usize,
     pub is_end: bool,
     pub spec: WindowSpec,
+    /// The group column holding the window's other bound, when the query
+    /// groups by both window_start and window_end.
+    pub other: Option<usize>,
+}
+
+impl WindowGroup {
+    /// The group columns holding the window's bounds, in order: the same
+    /// for every row of one window.
+    pub fn bound_columns(&self) -> Vec<usize> {
+        let mut columns: Vec<usize> = std::iter::once(self.column).chain(self.other).collect();
+        columns.sort_unstable();
+        columns
+    }
 }
 
 /// One window's groups: group key (row format) -> accumulators.

@@ -49,6 +49,7 @@ fn operator_with(emit: EmitMode, policy: LatePolicy) -> (Stage<AggregateOperator
             slide_ns: 10,
             offset_ns: 0,
         },
+        other: None,
     };
     let groups = vec![
         col("window_start", &input).unwrap(),

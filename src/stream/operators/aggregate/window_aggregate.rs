@@ -1,19 +1,20 @@
 //! GROUP BY over TUMBLE, HOP or CUMULATE windows with EMIT ON WINDOW CLOSE
 //! and no allowed lateness: each window's groups live in a vectorised
 //! `WindowBin` keyed by window end, one per key partition
-//! (`window_partitions`, updated in parallel). A batch's rows are split by
-//! window end (a batch touches few windows) and partition, and each part
-//! goes to its bin in one call per aggregate; when the watermark reaches a
-//! window's end its bins become output batches and are dropped. Rows arriving under a watermark at or
-//! past their window's end are late: counted, and kept in the side output
-//! if the view has one.
+//! (`window_partitions`, each on its own worker thread). The operator
+//! evaluates a batch's keys and arguments, sorts out late rows (counted,
+//! and kept in the side output if the view has one) and hands the rest to
+//! the partitions, which add them while it goes on. When the watermark
+//! reaches a window's end the partitions close it; their answers go out in
+//! close order (`window_closes`), each window's rows before the watermark
+//! that follows its close. The operator waits for its partitions only at
+//! checkpoints and when the runtime flushes it at the end of a write group.
 //!
 //! Windows that are corrected after they close (`late_data = 'update'`),
 //! and views that show partial windows (EMIT ON UPDATE), need a group's
 //! value without giving up its state, which a `GroupsAccumulator` cannot
 //! give; they use `AggregateOperator`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::ArrayRef;
@@ -24,9 +25,11 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::calls::{evaluate_arguments, AggregateCall};
+use super::late::LateRow;
 use super::state::{checkpointed_bins, BinChanges};
-use super::window_bin::{BinShape, WindowBin};
-use super::window_partitions::{Assigned, WindowPartitions};
+use super::window_bin::BinShape;
+use super::window_closes::PendingCloses;
+use super::window_partitions::{BatchColumns, Outcome, WindowPartitions};
 use super::{late_row, window_ends, LateHandling, WindowGroup};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
@@ -38,9 +41,19 @@ pub struct WindowAggregateOperator {
     window: WindowGroup,
     /// Group columns then aggregate values.
     schema: SchemaRef,
-    shape: BinShape,
+    shape: Arc<BinShape>,
     /// Window end -> its groups, per key partition.
     bins: WindowPartitions,
+    /// No window the partitions hold or are adding to ends before this:
+    /// until the watermark reaches it, nothing closes.
+    earliest_end: Option<i64>,
+    /// The earliest window end added since the last close was sent.
+    added_since_close: Option<i64>,
+    /// Closes sent to the partitions, and watermarks behind them.
+    closes: PendingCloses,
+    /// Messages made ready while waiting for a checkpoint; they go out
+    /// before the barrier.
+    ready_output: Output,
     late: LateHandling,
     /// Bins changed and closed since the last checkpoint.
     bin_changes: BinChanges,
@@ -56,31 +69,49 @@ impl WindowAggregateOperator {
         late: LateHandling,
         partitions: usize,
     ) -> Result<Self> {
-        let key_schema = Arc::new(schema.project(&(0..groups.len()).collect::<Vec<_>>())?);
-        let fields = key_schema
+        let group_fields = schema.project(&(0..groups.len()).collect::<Vec<_>>())?;
+        let fields = group_fields
             .fields()
             .iter()
             .map(|field| SortField::new(field.data_type().clone()))
             .collect();
-        let shape = BinShape {
-            key_schema,
+        // A bin interns the group columns but the window's bounds; at
+        // least one column stays a key.
+        let mut bound_columns = window.bound_columns();
+        if bound_columns.len() == groups.len() {
+            bound_columns.remove(0);
+        }
+        let keys: Vec<usize> = (0..groups.len())
+            .filter(|position| !bound_columns.contains(position))
+            .collect();
+        let shape = Arc::new(BinShape {
+            key_schema: Arc::new(group_fields.project(&keys)?),
+            bound_columns,
             converter: RowConverter::new(fields)?,
             calls,
-        };
+        });
         Ok(WindowAggregateOperator {
             groups,
             window,
             schema,
             shape,
             bins: WindowPartitions::new(partitions),
+            earliest_end: None,
+            added_since_close: None,
+            closes: PendingCloses::default(),
+            ready_output: Vec::new(),
             late,
             bin_changes: BinChanges::default(),
         })
     }
 
     /// One output batch of a closed window's groups.
-    fn emit_bin(&self, bin: WindowBin, output: &mut Output) -> Result<()> {
-        let (mut columns, values) = bin.finish()?;
+    fn emit_window(
+        &self,
+        mut columns: Vec<ArrayRef>,
+        values: Vec<ArrayRef>,
+        output: &mut Output,
+    ) -> Result<()> {
         if columns.first().is_none_or(|column| column.is_empty()) {
             return Ok(());
         }
@@ -98,31 +129,35 @@ impl WindowAggregateOperator {
     }
 }
 
-/// `rows` of `chunk` (their window `ends`) sorted into on-time rows by
-/// window end and rows late under `watermark`.
-fn assign_rows(
+/// Each row's window end with late rows left out (None), the late rows,
+/// and the earliest end of an on-time row.
+type SortedOut = (Vec<Option<i64>>, Vec<LateRow>, Option<i64>);
+
+fn sort_out_late(
     window: &WindowGroup,
     watermark: Option<i64>,
     chunk: &Chunk,
-    ends: &[Option<i64>],
-    rows: &[u32],
-) -> Result<Assigned> {
-    let mut by_end: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
-    let mut late = Vec::new();
-    for &row in rows {
-        let Some(end) = ends[row as usize] else {
-            continue;
-        };
-        if chunk.diff(row as usize) != 1 {
+    mut ends: Vec<Option<i64>>,
+) -> Result<SortedOut> {
+    if let Some(diffs) = &chunk.diffs {
+        if diffs.values().iter().any(|&diff| diff != 1) {
             return Err(WeirError::internal("an aggregate received a retraction"));
         }
-        if let Some(late_row) = late_row(window, chunk, watermark, row as usize, end, 0) {
+    }
+    let mut late = Vec::new();
+    let mut earliest: Option<i64> = None;
+    for (row, slot) in ends.iter_mut().enumerate() {
+        let Some(end) = *slot else {
+            continue;
+        };
+        if let Some(late_row) = late_row(window, chunk, watermark, row, end, 0) {
             late.push(late_row);
+            *slot = None;
             continue;
         }
-        by_end.entry(end).or_default().push(row);
+        earliest = Some(earliest.map_or(end, |earliest| earliest.min(end)));
     }
-    Ok((by_end, late))
+    Ok((ends, late, earliest))
 }
 
 impl Operator for WindowAggregateOperator {
@@ -134,7 +169,17 @@ impl Operator for WindowAggregateOperator {
         "WindowAggregate"
     }
 
+    fn flush(&mut self, output: &mut Output) -> Result<()> {
+        self.take_finished(true, output)
+    }
+
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        // What this wait makes ready goes out with the barrier.
+        let mut ready = Vec::new();
+        self.take_finished(true, &mut ready)?;
+        self.ready_output.extend(ready);
+        let changes = &mut self.bin_changes;
+        changes.changed.retain(|end| !changes.closed.contains(end));
         let (shape, bins) = (&self.shape, &mut self.bins);
         self.bin_changes
             .checkpoint_each(state, |end| bins.checkpoint(shape, end))
@@ -143,11 +188,12 @@ impl Operator for WindowAggregateOperator {
     fn restore(&mut self, state: &StateReader) -> Result<()> {
         for (end, value) in checkpointed_bins(state)? {
             self.bins.restore(&self.shape, end, value)?;
+            self.earliest_end = Some(self.earliest_end.map_or(end, |open| open.min(end)));
         }
         Ok(())
     }
 
-    fn on_batch(&mut self, chunk: Chunk, context: Context, _output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
         let rows = chunk.num_rows();
         let keys: Vec<ArrayRef> = self
             .groups
@@ -156,30 +202,87 @@ impl Operator for WindowAggregateOperator {
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let arguments = evaluate_arguments(&self.shape.calls, &chunk)?;
         let ends = window_ends(&self.window, &keys)?;
-        let (window, watermark) = (&self.window, context.watermark);
-        let assign = |rows: &[u32]| assign_rows(window, watermark, &chunk, &ends, rows);
-        let (late, changed) = self.bins.update(&self.shape, &keys, &arguments, &assign)?;
-        self.bin_changes.changed.extend(changed);
-        self.late.report(&chunk, &late)
+        let (ends, late, earliest) = sort_out_late(&self.window, context.watermark, &chunk, ends)?;
+        self.late.report(&chunk, &late)?;
+        if let Some(end) = earliest {
+            self.earliest_end = Some(self.earliest_end.map_or(end, |open| open.min(end)));
+            self.added_since_close = Some(self.added_since_close.map_or(end, |low| low.min(end)));
+            let (keys, bounds) = self.shape.split_keys(keys);
+            let batch = BatchColumns {
+                keys,
+                bounds,
+                arguments,
+                ends: Arc::new(ends),
+            };
+            self.bins.update(&self.shape, batch)?;
+        }
+        self.take_finished(false, output)
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
-        // Without allowed lateness a window is complete, and takes no more
-        // rows, once the watermark reaches its end.
-        for (end, bins) in self.bins.close(watermark_ns) {
-            self.bin_changes.changed.remove(&end);
-            self.bin_changes.closed.insert(end);
-            for bin in bins {
-                self.emit_bin(bin, output)?;
-            }
-        }
         // Results are final, so the output has a watermark: every later
         // row's window starts at or after the earliest window still open.
-        output.push(Message::Watermark(if self.window.is_end {
+        let watermark_out = if self.window.is_end {
             self.window.spec.earliest_open_end(watermark_ns)
         } else {
             self.window.spec.earliest_open_start(watermark_ns)
-        }));
+        };
+        // Without allowed lateness a window is complete, and takes no more
+        // rows, once the watermark reaches its end.
+        if self.earliest_end.is_some_and(|end| end <= watermark_ns) {
+            let close = self.closes.open(self.bins.len(), watermark_out);
+            self.bins.close(&self.shape, close, watermark_ns)?;
+            // Every window left ends after the watermark; the partitions'
+            // reports narrow that down.
+            self.earliest_end = Some(watermark_ns.saturating_add(1));
+            self.added_since_close = None;
+        } else {
+            self.closes.watermark(watermark_out);
+        }
+        self.take_finished(false, output)
+    }
+
+    fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
+        output.append(&mut self.ready_output);
+        output.push(Message::Barrier(epoch));
+        Ok(())
+    }
+}
+
+impl WindowAggregateOperator {
+    /// Takes what the partitions finished (when `block`, everything handed
+    /// over) and puts out the closes that are complete, in order.
+    fn take_finished(&mut self, block: bool, output: &mut Output) -> Result<()> {
+        output.append(&mut self.ready_output);
+        for outcome in self.bins.finished(block)? {
+            match outcome {
+                Outcome::Added(ends) => self.bin_changes.changed.extend(ends),
+                Outcome::Closed {
+                    close,
+                    partition,
+                    windows,
+                    remaining,
+                } => {
+                    let ends = windows.iter().map(|window| window.0);
+                    self.bin_changes.closed.extend(ends);
+                    self.closes.record(close, partition, windows, remaining)?;
+                }
+            }
+        }
+        for ready in self.closes.ready() {
+            // The latest close tells the earliest end left exactly.
+            if ready
+                .close
+                .is_some_and(|close| close + 1 == self.closes.next_close())
+            {
+                let low = ready.remaining.into_iter().chain(self.added_since_close);
+                self.earliest_end = low.min();
+            }
+            for (_, keys, values) in ready.windows {
+                self.emit_window(keys, values, output)?;
+            }
+            output.push(Message::Watermark(ready.watermark_out));
+        }
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
 use crate::stream::operator::Stage;
 use crate::stream::operators::aggregate::AggregateOperator;
 use crate::stream::operators::window_spec::{WindowKind, WindowSpec};
+use crate::stream::time_columns::nanoseconds;
 use crate::stream::{EmitMode, LatePolicy, LateRows};
 use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
@@ -31,6 +32,7 @@ fn input_schema() -> SchemaRef {
         Field::new("k", DataType::Utf8, true),
         Field::new("v", DataType::Int64, true),
         Field::new("window_start", time(), true),
+        Field::new("window_end", time(), true),
     ]))
 }
 
@@ -88,6 +90,7 @@ fn window() -> WindowGroup {
             slide_ns: 10,
             offset_ns: 0,
         },
+        other: Some(2),
     }
 }
 
@@ -97,6 +100,7 @@ fn parts() -> (Vec<Arc<dyn PhysicalExpr>>, Vec<AggregateCall>, SchemaRef) {
     let mut fields = vec![
         Field::new("window_start", time(), true),
         Field::new("k", DataType::Utf8, true),
+        Field::new("window_end", time(), true),
     ];
     fields.extend(
         calls
@@ -106,6 +110,7 @@ fn parts() -> (Vec<Arc<dyn PhysicalExpr>>, Vec<AggregateCall>, SchemaRef) {
     let groups = vec![
         col("window_start", &input).unwrap(),
         col("k", &input).unwrap(),
+        col("window_end", &input).unwrap(),
     ];
     (groups, calls, Arc::new(Schema::new(fields)))
 }
@@ -176,20 +181,23 @@ fn random_chunk(random: &mut Random, now: i64, watermark: Option<i64>) -> Chunk 
     let mut keys = Vec::new();
     let mut values = Vec::new();
     let mut starts = Vec::new();
+    let mut ends = Vec::new();
     for _ in 0..rows {
         let event = now - random.below(25) as i64;
         let key = ["a", "b", "c", "d"][random.below(4) as usize];
         let value = random.below(12) as i64 - 4;
-        for (start, _) in window().spec.windows(event).unwrap() {
+        for (start, end) in window().spec.windows(event).unwrap() {
             keys.push((random.below(10) > 0).then_some(key));
             values.push((value != 7).then_some(value));
             starts.push(start);
+            ends.push(end);
         }
     }
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(keys)),
         Arc::new(Int64Array::from(values)),
         Arc::new(TimestampNanosecondArray::from_iter_values(starts)),
+        Arc::new(TimestampNanosecondArray::from_iter_values(ends)),
     ];
     let rows = RecordBatch::try_new(input_schema(), columns).unwrap();
     let watermarks = Int64Array::from(vec![watermark; rows.num_rows()]);
@@ -200,22 +208,44 @@ fn random_chunk(random: &mut Random, now: i64, watermark: Option<i64>) -> Chunk 
     }
 }
 
-/// Checkpoints `operator` into `store`, and when `restore` is a partition
-/// count, replaces it by a fresh one with that many, restored from what the
-/// store holds.
+/// Checkpoints `operator` into `store` and passes the barrier (what the
+/// operator holds back goes out before it, into `output`); when `restore`
+/// is a partition count, replaces it by a fresh one with that many,
+/// restored from what the store holds.
 fn checkpoint(
     operator: &mut Stage<WindowAggregateOperator>,
     store: &SledStore,
     late: &Arc<AtomicU64>,
     restore: Option<usize>,
+    output: &mut Output,
 ) {
     commit_checkpoint(operator, store);
+    operator.on_barrier(1, output).unwrap();
     let Some(partitions) = restore else {
         return;
     };
     let mut restored = vectorised(late, partitions);
     restored.restore(&stored_state(store)).unwrap();
     *operator = restored;
+}
+
+/// Now and then many chunks at once: big enough for the partitions to
+/// work on their threads while the operator goes on.
+fn random_input(random: &mut Random, now: i64, watermark: Option<i64>) -> Chunk {
+    if random.below(4) > 0 {
+        return random_chunk(random, now, watermark);
+    }
+    let chunks: Vec<Chunk> = (0..60)
+        .map(|_| random_chunk(random, now, watermark))
+        .collect();
+    let rows: Vec<RecordBatch> = chunks.iter().map(|chunk| chunk.rows.clone()).collect();
+    let rows = datafusion::arrow::compute::concat_batches(&input_schema(), &rows).unwrap();
+    let watermarks = Int64Array::from(vec![watermark; rows.num_rows()]);
+    Chunk {
+        rows,
+        diffs: None,
+        watermarks: Some(watermarks),
+    }
 }
 
 #[test]
@@ -230,11 +260,10 @@ fn equals_the_row_at_a_time_aggregate_across_checkpoints() {
         let mut operator = vectorised(&late, partitions);
         let mut expected = reference(&reference_late);
         let mut watermark = None;
-        let mut emitted = 0;
+        let (mut actual_output, mut expected_output) = (Vec::new(), Vec::new());
         for step in 0..200i64 {
             let now = step * 3;
-            let chunk = random_chunk(&mut random, now, watermark);
-            let (mut actual_output, mut expected_output) = (Vec::new(), Vec::new());
+            let chunk = random_input(&mut random, now, watermark);
             operator
                 .on_batch(chunk.clone(), &mut actual_output)
                 .unwrap();
@@ -248,20 +277,65 @@ fn equals_the_row_at_a_time_aggregate_across_checkpoints() {
             if random.below(5) == 0 {
                 // Half the time the checkpointed operator goes on itself.
                 let restore = (random.below(2) == 0).then(|| 1 + random.below(3) as usize);
-                checkpoint(&mut operator, &store, &late, restore);
+                checkpoint(&mut operator, &store, &late, restore, &mut actual_output);
             }
-            emitted += expected_output.len();
-            assert_eq!(
-                lines(&actual_output),
-                lines(&expected_output),
-                "seed {seed}, step {step}"
-            );
+            // The end of a write group: everything held back is out.
+            if random.below(3) == 0 || step == 199 {
+                actual_output.extend(operator.flush().unwrap());
+                assert_eq!(
+                    lines(&actual_output),
+                    lines(&expected_output),
+                    "seed {seed}, step {step}"
+                );
+            }
         }
-        assert!(emitted > 50, "seed {seed}: too few windows closed");
+        assert!(
+            expected_output.len() > 50,
+            "seed {seed}: too few windows closed"
+        );
         let dropped = late.load(Ordering::Relaxed);
         assert_eq!(dropped, reference_late.load(Ordering::Relaxed));
         assert!(dropped > 0, "seed {seed}: no late rows were generated");
     }
+}
+
+/// The order of what comes out: each closed window's rows before the
+/// watermark that follows its close, as a downstream operator needs.
+#[test]
+fn rows_of_a_window_come_out_before_the_watermark_that_closed_it() {
+    let late = Arc::new(AtomicU64::new(0));
+    let mut operator = vectorised(&late, 2);
+    let mut random = Random(5);
+    let mut output = Vec::new();
+    for step in 0..40i64 {
+        let watermark = (step > 0).then(|| step * 3 - 13);
+        let chunk = random_input(&mut random, step * 3, watermark);
+        operator.on_batch(chunk, &mut output).unwrap();
+        operator.on_watermark(step * 3 - 10, &mut output).unwrap();
+    }
+    output.extend(operator.flush().unwrap());
+    let mut watermark = i64::MIN;
+    let mut rows = 0;
+    for message in &output {
+        match message {
+            Message::Watermark(next) => {
+                assert!(*next >= watermark);
+                watermark = *next;
+            }
+            Message::Batch(chunk) => {
+                let starts = nanoseconds(chunk.rows.column(0)).unwrap();
+                for start in starts.iter().flatten() {
+                    assert!(
+                        start >= watermark,
+                        "a row of a window before the watermark: {start} < {watermark}"
+                    );
+                    rows += 1;
+                }
+            }
+            Message::Barrier(_) => {}
+        }
+    }
+    assert!(rows > 30, "{rows} rows");
 }
 
 #[test]
@@ -276,11 +350,12 @@ fn closed_windows_leave_no_state_and_no_checkpoint_entry() {
         let chunk = random_chunk(&mut random, step * 3, None);
         operator.on_batch(chunk, &mut output).unwrap();
     }
-    checkpoint(&mut operator, &store, &late, Some(2));
+    checkpoint(&mut operator, &store, &late, Some(2), &mut output);
     assert!(operator.memory_bytes() > 0);
     operator.on_watermark(1_000, &mut output).unwrap();
+    output.extend(operator.flush().unwrap());
     assert_eq!(operator.memory_bytes(), 0);
-    checkpoint(&mut operator, &store, &late, Some(2));
+    checkpoint(&mut operator, &store, &late, Some(2), &mut output);
     let left: Vec<_> = store.scan_prefix(b"op/bin/").unwrap();
     assert!(left.is_empty(), "{} closed bins still stored", left.len());
 }
@@ -306,6 +381,8 @@ fn partitions_on_threads_give_the_same_windows() {
         one.on_watermark(step * 30 - 5, &mut one_output).unwrap();
         many.on_watermark(step * 30 - 5, &mut many_output).unwrap();
     }
+    one_output.extend(one.flush().unwrap());
+    many_output.extend(many.flush().unwrap());
     let expected = lines(&one_output);
     assert!(expected.len() > 100);
     assert_eq!(lines(&many_output), expected);

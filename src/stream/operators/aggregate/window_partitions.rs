@@ -1,20 +1,22 @@
 //! A window aggregate's bins split by key into partitions (`parallelism`):
 //! a group lives in the partition its key hashes to, each partition has
-//! its own bins by window end, and a batch's rows are added to every
-//! partition at once, one thread per partition. A checkpoint entry holds a
-//! window's groups from all partitions together, so a restore may use any
-//! number of partitions.
+//! its own bins by window end, and each works on its share of a batch on
+//! its own worker thread while the operator goes on with the next batch
+//! (`partition_workers`). A checkpoint entry holds a window's groups from
+//! all partitions together, so a restore may use any number of partitions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, UInt32Array};
 use datafusion::arrow::compute::{concat, take};
+use datafusion::common::HashMap;
 
-use super::late::LateRow;
 use super::state::{decode_state, encode_state};
-use super::window_bin::{checkpointed_keys, BinRows, BinShape, WindowBin};
+use super::window_bin::{checkpointed_keys, first_bounds, BinRows, BinShape, WindowBin};
 use crate::error::{Result, WeirError};
-use crate::stream::parallelism::{for_each_partition, partition_of_rows, ROWS_FOR_THREADS};
+use crate::stream::parallelism::{partition_of_rows, ROWS_FOR_THREADS};
+use crate::stream::partition_workers::Partitioned;
 
 /// A batch's argument columns and FILTER mask for one call.
 pub type Arguments = (
@@ -22,90 +24,134 @@ pub type Arguments = (
     Option<datafusion::arrow::array::BooleanArray>,
 );
 
+/// One partition's windows by end.
+type Bins = BTreeMap<i64, WindowBin>;
+
 pub struct WindowPartitions {
-    partitions: Vec<BTreeMap<i64, WindowBin>>,
+    partitions: Partitioned<Bins, Outcome>,
+}
+
+/// What a partition reports when a job is done.
+pub enum Outcome {
+    /// A batch was added: the ends of the windows it changed.
+    Added(Vec<i64>),
+    /// Windows closed: the close's number, the partition, each window
+    /// that partition had (its end, key columns, value columns), and the
+    /// earliest end it still holds.
+    Closed {
+        close: u64,
+        partition: usize,
+        windows: Vec<ClosedWindow>,
+        remaining: Option<i64>,
+    },
+}
+
+/// A closed window's rows from one partition: end, key columns, values.
+pub type ClosedWindow = (i64, Vec<ArrayRef>, Vec<ArrayRef>);
+
+/// The on-time rows of a batch: the keys bins intern, the window bounds'
+/// columns, aggregate arguments, and each row's window end (None: late,
+/// or in no window).
+#[derive(Clone)]
+pub struct BatchColumns {
+    pub keys: Vec<ArrayRef>,
+    pub bounds: Vec<ArrayRef>,
+    pub arguments: Vec<Arguments>,
+    pub ends: Arc<Vec<Option<i64>>>,
 }
 
 impl WindowPartitions {
     pub fn new(partitions: usize) -> Self {
+        let bins = (0..partitions.max(1)).map(|_| Bins::new()).collect();
         WindowPartitions {
-            partitions: (0..partitions.max(1)).map(|_| BTreeMap::new()).collect(),
+            partitions: Partitioned::new(bins),
         }
     }
 
-    /// Adds a batch's rows: `assign` sorts a partition's rows into on-time
-    /// rows by window end and late rows. Returns the late rows of all
-    /// partitions, in row order, and the ends of the windows that changed.
-    pub fn update(
-        &mut self,
-        shape: &BinShape,
-        keys: &[ArrayRef],
-        arguments: &[Arguments],
-        assign: &Assign<'_>,
-    ) -> Result<(Vec<LateRow>, Vec<i64>)> {
-        let rows = keys.first().map_or(0, |k| k.len());
-        let members = self.split(keys, rows)?;
-        let batch = BatchColumns {
-            keys,
-            arguments,
-            rows,
-        };
-        let threaded = rows >= ROWS_FOR_THREADS && self.partitions.len() > 1;
-        let pairs = self.partitions.iter_mut().zip(members);
-        let outcomes = for_each_partition(pairs, threaded, |(bins, rows)| {
-            add(bins, &rows, assign, shape, &batch)
-        });
-        let (mut late, mut changed) = (Vec::new(), Vec::new());
-        for outcome in outcomes {
-            let (partition_late, partition_changed) = outcome?;
-            late.extend(partition_late);
-            changed.extend(partition_changed);
-        }
-        late.sort_by_key(|row| row.row);
-        Ok((late, changed))
+    pub fn len(&self) -> usize {
+        self.partitions.len()
     }
 
-    /// Each partition's rows of the batch, in order.
-    fn split(&self, keys: &[ArrayRef], rows: usize) -> Result<Vec<Vec<u32>>> {
+    /// Hands each partition its share of `batch`; they add it while the
+    /// caller goes on, and report `Outcome::Added`.
+    pub fn update(&mut self, shape: &Arc<BinShape>, batch: BatchColumns) -> Result<()> {
+        let rows = batch.ends.len();
+        let small = rows < ROWS_FOR_THREADS;
+        for (index, members) in self.split(&batch.keys, rows)?.into_iter().enumerate() {
+            if members.as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
+            let (shape, batch) = (shape.clone(), batch.clone());
+            self.partitions.send(index, small, move |bins| {
+                add(bins, members.as_deref(), &shape, &batch).map(Outcome::Added)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Each partition's rows of the batch, in order (None: all of them).
+    fn split(&self, keys: &[ArrayRef], rows: usize) -> Result<Vec<Option<Vec<u32>>>> {
         let count = self.partitions.len();
         if count == 1 {
-            return Ok(vec![(0..rows as u32).collect()]);
+            return Ok(vec![None]);
         }
         let partition_of = partition_of_rows(keys, rows, count)?;
         let mut members: Vec<Vec<u32>> = (0..count)
-            .map(|_| Vec::with_capacity(rows / count))
+            .map(|_| Vec::with_capacity(rows / count + 1))
             .collect();
         for (row, partition) in partition_of.into_iter().enumerate() {
             members[partition].push(row as u32);
         }
-        Ok(members)
+        Ok(members.into_iter().map(Some).collect())
     }
 
-    /// Takes the bins of windows ending at or before `watermark_ns`, by
-    /// end, each window's partitions in order.
-    pub fn close(&mut self, watermark_ns: i64) -> BTreeMap<i64, Vec<WindowBin>> {
-        let mut closed: BTreeMap<i64, Vec<WindowBin>> = BTreeMap::new();
-        for bins in &mut self.partitions {
-            let open = bins.split_off(&watermark_ns.saturating_add(1));
-            for (end, bin) in std::mem::replace(bins, open) {
-                closed.entry(end).or_default().push(bin);
-            }
+    /// Has every partition close its windows ending at or before
+    /// `watermark_ns`, after the batches handed over before; each reports
+    /// `Outcome::Closed` with number `close`.
+    pub fn close(&mut self, shape: &Arc<BinShape>, close: u64, watermark_ns: i64) -> Result<()> {
+        for partition in 0..self.partitions.len() {
+            let shape = shape.clone();
+            self.partitions.send(partition, true, move |bins| {
+                let open = bins.split_off(&watermark_ns.saturating_add(1));
+                let windows = std::mem::replace(bins, open)
+                    .into_iter()
+                    .map(|(end, bin)| {
+                        let (keys, values) = bin.finish(&shape)?;
+                        Ok((end, keys, values))
+                    })
+                    .collect::<Result<_>>()?;
+                Ok(Outcome::Closed {
+                    close,
+                    partition,
+                    windows,
+                    remaining: bins.keys().next().copied(),
+                })
+            })?;
         }
-        closed
+        Ok(())
+    }
+
+    /// What the partitions finished since the last call; when `block`,
+    /// after they finished everything handed over.
+    pub fn finished(&mut self, block: bool) -> Result<Vec<Outcome>> {
+        self.partitions.finished(block)?.into_iter().collect()
     }
 
     /// The checkpoint entry of the window ending at `end` (None if no
-    /// partition has it): its groups from every partition.
+    /// partition has it): its groups from every partition. Take every
+    /// outcome first (`finished(true)`).
     pub fn checkpoint(&mut self, shape: &BinShape, end: i64) -> Result<Option<Vec<u8>>> {
         let mut keys: Vec<BinaryArray> = Vec::new();
         let mut states: Vec<Vec<ArrayRef>> = Vec::new();
-        for bins in &mut self.partitions {
+        let mut partitions = self.partitions.states()?;
+        for bins in partitions.iter_mut() {
             if let Some(bin) = bins.get_mut(&end) {
                 let (bin_keys, bin_states) = bin.checkpoint_columns(shape)?;
                 keys.push(bin_keys);
                 states.push(bin_states);
             }
         }
+        drop(partitions);
         if keys.len() <= 1 {
             return keys
                 .pop()
@@ -132,11 +178,13 @@ impl WindowPartitions {
     /// Loads a checkpointed window, each group into its partition.
     pub fn restore(&mut self, shape: &BinShape, end: i64, value: &[u8]) -> Result<()> {
         let count = self.partitions.len();
+        let mut partitions = self.partitions.states()?;
         for batch in decode_state(&shape.calls, value)? {
-            let keys = checkpointed_keys(&batch, shape)?;
+            let (keys, bounds) = shape.split_keys(checkpointed_keys(&batch, shape)?);
+            let bounds = first_bounds(&bounds);
             let states = &batch.columns()[1..];
             let partition_of = partition_of_rows(&keys, batch.num_rows(), count)?;
-            for (partition, bins) in self.partitions.iter_mut().enumerate() {
+            for (partition, bins) in partitions.iter_mut().enumerate() {
                 let rows: Vec<u32> = (0..batch.num_rows() as u32)
                     .filter(|&row| partition_of[row as usize] == partition)
                     .collect();
@@ -147,6 +195,7 @@ impl WindowPartitions {
                 let bin = bin_at(bins, end, shape)?;
                 bin.merge(
                     &take_all(&keys, &indices)?,
+                    bounds.clone(),
                     &take_all(states, &indices)?,
                     shape,
                 )?;
@@ -155,58 +204,83 @@ impl WindowPartitions {
         Ok(())
     }
 
+    /// As measured now; batches still being added may not count yet.
     pub fn memory_bytes(&self) -> usize {
-        let bins = self.partitions.iter().flat_map(BTreeMap::values);
-        bins.map(WindowBin::memory_bytes).sum()
+        let partitions = self.partitions.peek();
+        partitions
+            .map(|bins| bins.values().map(WindowBin::memory_bytes).sum::<usize>())
+            .sum()
     }
 }
 
-/// A batch's group keys and aggregate arguments, shared by the partitions.
-struct BatchColumns<'a> {
-    keys: &'a [ArrayRef],
-    arguments: &'a [Arguments],
-    rows: usize,
-}
-
-/// Sorts rows (indices into the batch) into on-time rows by window end, and
-/// late rows.
-pub type Assign<'a> = dyn Fn(&[u32]) -> Result<Assigned> + Sync + 'a;
-
-/// On-time rows by window end, and late rows.
-pub type Assigned = (BTreeMap<i64, Vec<u32>>, Vec<LateRow>);
-
-/// A partition's late rows and the ends of the windows it changed.
-type Added = (Vec<LateRow>, Vec<i64>);
-
-/// Adds one partition's share of a batch to its bins.
+/// Adds a partition's rows of a batch (all when `members` is None) to its
+/// bins; returns the ends of the windows it changed.
 fn add(
-    bins: &mut BTreeMap<i64, WindowBin>,
-    rows: &[u32],
-    assign: &Assign<'_>,
+    bins: &mut Bins,
+    members: Option<&[u32]>,
     shape: &BinShape,
     batch: &BatchColumns,
-) -> Result<Added> {
-    if rows.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let (by_end, late) = assign(rows)?;
-    let changed = by_end.keys().copied().collect();
+) -> Result<Vec<i64>> {
+    let rows = batch.ends.len();
+    let by_end = match members {
+        Some(members) => rows_by_end(members.iter().copied(), &batch.ends),
+        None => rows_by_end(0..rows as u32, &batch.ends),
+    };
+    let changed = by_end.iter().map(|(end, _)| *end).collect();
     for (end, members) in by_end {
+        // Every row of a window has its bounds: the first row's will do.
+        let first = members[0] as usize;
+        let bounds = batch.bounds.iter().map(|c| c.slice(first, 1)).collect();
         let taken;
-        let (keys, arguments) = if members.len() == batch.rows {
+        let (keys, arguments) = if members.len() == rows {
             // Every row, in order: no copy.
-            (batch.keys, batch.arguments)
+            (batch.keys.as_slice(), batch.arguments.as_slice())
         } else {
             let indices = UInt32Array::from(members);
             taken = (
-                take_all(batch.keys, &indices)?,
-                arguments_at(batch.arguments, &indices)?,
+                take_all(&batch.keys, &indices)?,
+                arguments_at(&batch.arguments, &indices)?,
             );
             (taken.0.as_slice(), taken.1.as_slice())
         };
-        bin_at(bins, end, shape)?.update(BinRows { keys, arguments })?;
+        bin_at(bins, end, shape)?.update(BinRows {
+            keys,
+            arguments,
+            bounds,
+        })?;
     }
-    Ok((late, changed))
+    Ok(changed)
+}
+
+/// Rows grouped by window end, in row order within each end. A batch
+/// touches few windows (one or two for TUMBLE, five or six for a 2 s / 10
+/// s HOP, whose rows take turns), so a short list is searched first and
+/// a hash map only once there are many.
+fn rows_by_end(rows: impl Iterator<Item = u32>, ends: &[Option<i64>]) -> Vec<(i64, Vec<u32>)> {
+    const LISTED: usize = 16;
+    let mut groups: Vec<(i64, Vec<u32>)> = Vec::new();
+    let mut positions: HashMap<i64, usize> = HashMap::new();
+    for row in rows {
+        let Some(end) = ends[row as usize] else {
+            continue;
+        };
+        let listed = groups[..groups.len().min(LISTED)]
+            .iter()
+            .position(|(listed, _)| *listed == end);
+        let position = match listed {
+            Some(position) => position,
+            None if groups.len() < LISTED => {
+                groups.push((end, Vec::new()));
+                groups.len() - 1
+            }
+            None => *positions.entry(end).or_insert_with(|| {
+                groups.push((end, Vec::new()));
+                groups.len() - 1
+            }),
+        };
+        groups[position].1.push(row);
+    }
+    groups
 }
 
 fn bin_at<'a>(
@@ -243,4 +317,24 @@ fn take_all(columns: &[ArrayRef], indices: &UInt32Array) -> Result<Vec<ArrayRef>
         .iter()
         .map(|column| Ok(take(column.as_ref(), indices, None)?))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_grouped_by_end_in_order_with_few_or_many_ends() {
+        let ends = vec![Some(20), Some(10), None, Some(20), Some(10)];
+        let groups = rows_by_end(0..5, &ends);
+        assert_eq!(groups, vec![(20, vec![0, 3]), (10, vec![1, 4])]);
+        // Past the listed ends, a map finds the rest.
+        let ends: Vec<Option<i64>> = (0..100).map(|row| Some(row % 40)).collect();
+        let groups = rows_by_end(0..100, &ends);
+        assert_eq!(groups.len(), 40);
+        for (end, rows) in groups {
+            let expected: Vec<u32> = (0..100).filter(|row| row % 40 == end as u32).collect();
+            assert_eq!(rows, expected, "end {end}");
+        }
+    }
 }
