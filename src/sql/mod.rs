@@ -6,6 +6,7 @@
 mod alter_system;
 pub mod alter_table;
 pub mod checked_arithmetic;
+pub mod date_function;
 pub mod format_function;
 pub mod generate_subscripts;
 mod interval;

@@ -246,15 +246,9 @@ impl Dataflow {
             for id in ids {
                 let view = self.views.get_mut(&id).expect("a listed view");
                 let changes = view.flush(writes)?;
-                writes.extend(view.take_writes());
-                let late = view.take_late_changes();
-                let name = view.name.clone();
-                if let Some((late, changes)) = late {
-                    self.propagate(None, &late, changes, writes)?;
-                }
-                if !changes.is_empty() {
+                for (input, messages) in self.outputs_of(id, changes, writes) {
                     moved = true;
-                    self.propagate(None, &name, changes, writes)?;
+                    self.propagate(None, &input, messages, writes)?;
                 }
             }
             if !moved {
@@ -282,17 +276,31 @@ impl Dataflow {
                 let limited = self.memory_limit_bytes.is_some();
                 let changes = view.process(&input, messages.clone(), writes, limited)?;
                 self.check_memory(id)?;
-                let view = self.views.get_mut(&id).expect("a listed view");
-                writes.extend(view.take_writes());
-                if let Some((late, changes)) = view.take_late_changes() {
-                    queue.push_back((late, changes, None));
-                }
-                if !changes.is_empty() {
-                    queue.push_back((view.name.clone(), changes, None));
-                }
+                let next = self.outputs_of(id, changes, writes);
+                queue.extend(
+                    next.into_iter()
+                        .map(|(input, messages)| (input, messages, None)),
+                );
             }
         }
         Ok(())
+    }
+
+    /// Takes view `id`'s writes into `writes`; returns what the views
+    /// reading it get next: its side output's changes and its own.
+    fn outputs_of(
+        &mut self,
+        id: u64,
+        changes: Vec<Message>,
+        writes: &mut WriteBatch,
+    ) -> Vec<(String, Vec<Message>)> {
+        let view = self.views.get_mut(&id).expect("a listed view");
+        writes.extend(view.take_writes());
+        let mut next: Vec<(String, Vec<Message>)> = view.take_late_changes().into_iter().collect();
+        if !changes.is_empty() {
+            next.push((view.name.clone(), changes));
+        }
+        next
     }
 
     /// A big statement's view changes: once the writes pending for its
