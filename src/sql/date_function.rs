@@ -42,9 +42,9 @@ fn date_argument(expr: &Expr) -> Option<Expr> {
     let [name] = function.name.0.as_slice() else {
         return None;
     };
-    let is_date = name
-        .as_ident()
-        .is_some_and(|ident| ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("date"));
+    let is_date = name.as_ident().is_some_and(|ident| {
+        ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("date")
+    });
     let plain = function.filter.is_none()
         && function.over.is_none()
         && function.within_group.is_empty()
@@ -52,7 +52,10 @@ fn date_argument(expr: &Expr) -> Option<Expr> {
     let FunctionArguments::List(list) = &function.args else {
         return None;
     };
-    match (is_date && plain && list.clauses.is_empty(), list.args.as_slice()) {
+    match (
+        is_date && plain && list.clauses.is_empty(),
+        list.args.as_slice(),
+    ) {
         (true, [FunctionArg::Unnamed(FunctionArgExpr::Expr(argument))]) => Some(argument.clone()),
         _ => None,
     }
@@ -65,14 +68,19 @@ mod tests {
     use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .unwrap()
+            .remove(0);
         rewrite(&mut statement);
         statement.to_string()
     }
 
     #[test]
     fn one_argument_date_calls_become_casts() {
-        assert_eq!(rewritten("SELECT date('2024-01-02')"), "SELECT '2024-01-02'::DATE");
+        assert_eq!(
+            rewritten("SELECT date('2024-01-02')"),
+            "SELECT '2024-01-02'::DATE"
+        );
         assert_eq!(
             rewritten("SELECT DATE(ts) FROM t WHERE date(ts) > '2024-01-01'"),
             "SELECT ts::DATE FROM t WHERE ts::DATE > '2024-01-01'"
