@@ -234,7 +234,11 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or(options.listen.clone());
+    // Its own target, so a supervisor (the tests) can ask for this line
+    // alone (`WEIR_LOG=warn,weir::ready=info`) and read the port bound
+    // for `--listen 127.0.0.1:0` from it.
     tracing::info!(
+        target: "weir::ready",
         listen = %address,
         data_dir = %options.data_dir.display(),
         "weir is ready; connect with: psql -h {} -p {} -U weir",

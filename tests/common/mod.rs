@@ -2,10 +2,11 @@
 //! data directory, and clients for it.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 pub struct TestServer {
     child: Option<Child>,
@@ -14,9 +15,29 @@ pub struct TestServer {
     _temp: Option<tempfile::TempDir>,
 }
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
+/// Reads the server's log (its stdout) until the ready line and returns
+/// the port it names; the rest of the log is read and dropped, so the
+/// server never waits on a full pipe.
+fn ready_port(log: ChildStdout) -> u16 {
+    let (port_sender, port) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut port_sender = Some(port_sender);
+        for line in BufReader::new(log).lines() {
+            let Ok(line) = line else { break };
+            if let (Some(port), Some(sender)) = (port_in(&line), port_sender.take()) {
+                let _ = sender.send(port);
+            }
+        }
+    });
+    port.recv_timeout(Duration::from_secs(60))
+        .expect("weir did not say it was ready (it exited, or took over 60 s)")
+}
+
+/// The port in the ready line (`… connect with: psql -h H -p PORT -U weir`).
+fn port_in(line: &str) -> Option<u16> {
+    let (_, after) = line.split_once("weir is ready")?;
+    let (_, after) = after.split_once(" -p ")?;
+    after.split_whitespace().next()?.parse().ok()
 }
 
 impl TestServer {
@@ -34,45 +55,32 @@ impl TestServer {
         TestServer::start_with(data_dir, &[])
     }
 
-    /// Like `start_on`, with extra `weir serve` arguments.
+    /// Like `start_on`, with extra `weir serve` arguments. The server
+    /// binds a port of its own choosing (`--listen 127.0.0.1:0`) and says
+    /// which in its ready line: a port picked here and bound later could
+    /// be taken in between by another test's server or client.
     pub fn start_with(data_dir: &Path, arguments: &[&str]) -> TestServer {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
             .args(arguments)
             .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(data_dir)
-            .env("WEIR_LOG", "warn")
-            .stdout(Stdio::null())
+            .env("WEIR_LOG", "warn,weir::ready=info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start weir");
-        let server = TestServer {
+        let log = child.stdout.take().expect("the server's log");
+        let port = ready_port(log);
+        TestServer {
             child: Some(child),
             port,
             data_dir: data_dir.to_path_buf(),
             _temp: None,
-        };
-        server.wait_until_ready();
-        server
-    }
-
-    fn wait_until_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            // A connect to a port nobody listens on can pick that same port
-            // as its own and connect to itself (TCP simultaneous open):
-            // only a connection to another socket means the server is up.
-            if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
-                if stream.local_addr().ok() != stream.peer_addr().ok() {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("weir did not start listening on port {}", self.port);
     }
 
     pub fn connection_string(&self) -> String {
