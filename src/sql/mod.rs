@@ -23,6 +23,7 @@ mod repeated_columns;
 mod stream_ddl;
 pub mod streaming;
 mod table_time;
+pub mod to_char_pattern;
 mod tokens;
 pub mod units;
 pub mod version;

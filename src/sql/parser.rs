@@ -162,6 +162,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     super::like_escape::rewrite(&mut statement);
     super::generate_subscripts::rewrite(&mut statement);
     super::date_function::rewrite(&mut statement);
+    super::to_char_pattern::rewrite(&mut statement)?;
     Ok(match options {
         Some(options) => Statement::CreateTable {
             statement: Box::new(statement),

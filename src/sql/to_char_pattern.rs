@@ -1,0 +1,178 @@
+//! `to_char(timestamp, 'YYYY-MM-DD HH24:MI:SS')` with Postgres' template
+//! patterns: DataFusion's `to_char` takes chrono's `%Y-%m-%d` formats, so
+//! a literal Postgres template is translated into one before planning (a
+//! format with `%` in it is taken to be chrono's already and left alone,
+//! as is a format that is not a literal). Patterns weir cannot print
+//! exactly (blank-padded month and day names, upper-case names, ordinal
+//! suffixes, ...) are refused with 0A000 rather than printed wrong.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    self, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value, VisitMut, VisitorMut,
+};
+
+use crate::error::{sqlstate, Result, WeirError};
+
+/// Postgres patterns and their chrono equivalents, longest first where
+/// one is a prefix of another.
+const PATTERNS: &[(&str, &str)] = &[
+    ("HH24", "%H"),
+    ("HH12", "%I"),
+    ("HH", "%I"),
+    ("MI", "%M"),
+    ("SS", "%S"),
+    ("MS", "%3f"),
+    ("US", "%6f"),
+    ("YYYY", "%Y"),
+    ("YY", "%y"),
+    ("MM", "%m"),
+    ("DDD", "%j"),
+    ("DD", "%d"),
+    ("Mon", "%b"),
+    ("Dy", "%a"),
+    ("AM", "%p"),
+    ("PM", "%p"),
+];
+
+/// Postgres patterns weir does not translate: refused, not copied as text.
+const UNSUPPORTED: &[&str] = &[
+    "MONTH", "Month", "month", "MON", "mon", "DAY", "Day", "day", "DY", "dy", "FM", "TH", "th",
+    "TZ", "tz", "OF", "SSSS", "IYYY", "IW", "ID", "WW", "CC", "RM", "rm", "am", "pm", "A.M.",
+    "P.M.", "a.m.", "p.m.", "Y,YYY", "YYY", "Q", "J", "W", "D", "Y", "I",
+];
+
+pub fn rewrite(statement: &mut ast::Statement) -> Result<()> {
+    let mut rewriter = PatternRewriter { error: None };
+    let _ = statement.visit(&mut rewriter);
+    rewriter.error.map_or(Ok(()), Err)
+}
+
+struct PatternRewriter {
+    error: Option<WeirError>,
+}
+
+impl VisitorMut for PatternRewriter {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Some(template) = template_of(expr) else {
+            return ControlFlow::Continue(());
+        };
+        if let Value::SingleQuotedString(text) = template {
+            if !text.contains('%') {
+                match translate(text) {
+                    Ok(format) => *text = format,
+                    Err(error) => {
+                        self.error = Some(error);
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The literal second argument of a `to_char(…, '…')` call.
+fn template_of(expr: &mut Expr) -> Option<&mut Value> {
+    let Expr::Function(function) = expr else {
+        return None;
+    };
+    let [name] = function.name.0.as_slice() else {
+        return None;
+    };
+    let is_to_char = name.as_ident().is_some_and(|ident| {
+        ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("to_char")
+    });
+    let FunctionArguments::List(list) = &mut function.args else {
+        return None;
+    };
+    match (is_to_char, list.args.as_mut_slice()) {
+        (true, [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))]) => {
+            Some(&mut value.value)
+        }
+        _ => None,
+    }
+}
+
+/// A Postgres template as a chrono format.
+pub fn translate(template: &str) -> Result<String> {
+    let mut format = String::with_capacity(template.len() + 8);
+    let mut rest = template;
+    while let Some(next) = rest.chars().next() {
+        if next == '"' {
+            // Quoted text is copied as it is.
+            let quoted = &rest[1..];
+            let end = quoted.find('"').unwrap_or(quoted.len());
+            push_literal(&mut format, &quoted[..end]);
+            rest = quoted.get(end + 1..).unwrap_or("");
+            continue;
+        }
+        if let Some((pattern, chrono)) = PATTERNS.iter().find(|(p, _)| rest.starts_with(p)) {
+            if UNSUPPORTED
+                .iter()
+                .any(|u| u.len() > pattern.len() && rest.starts_with(u))
+            {
+                return Err(unsupported(rest));
+            }
+            format.push_str(chrono);
+            rest = &rest[pattern.len()..];
+            continue;
+        }
+        if UNSUPPORTED.iter().any(|u| rest.starts_with(u)) {
+            return Err(unsupported(rest));
+        }
+        push_literal(&mut format, &rest[..next.len_utf8()]);
+        rest = &rest[next.len_utf8()..];
+    }
+    Ok(format)
+}
+
+fn push_literal(format: &mut String, text: &str) {
+    format.push_str(&text.replace('%', "%%"));
+}
+
+fn unsupported(at: &str) -> WeirError {
+    let pattern: String = at.chars().take(6).collect();
+    WeirError::new(
+        sqlstate::FEATURE_NOT_SUPPORTED,
+        format!("to_char pattern at \"{pattern}\" is not supported"),
+    )
+    .with_hint(
+        "Supported: YYYY YY MM DD DDD HH24 HH12 HH MI SS MS US Mon Dy AM PM and quoted text; \
+         or give a chrono format such as '%Y-%m-%d'.",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_templates_become_chrono_formats() {
+        assert_eq!(
+            translate("YYYY-MM-DD HH24:MI:SS").unwrap(),
+            "%Y-%m-%d %H:%M:%S"
+        );
+        assert_eq!(
+            translate("DD Mon YY, HH12:MI AM").unwrap(),
+            "%d %b %y, %I:%M %p"
+        );
+        assert_eq!(
+            translate("HH24:MI:SS.MS \"at\" 100%").unwrap(),
+            "%H:%M:%S.%3f at 100%%"
+        );
+        assert_eq!(translate("YYYY-MM-DDT00").unwrap(), "%Y-%m-%dT00");
+    }
+
+    #[test]
+    fn patterns_it_cannot_print_exactly_are_refused() {
+        for template in [
+            "Month DD", "FMDD", "DDTH", "Day", "MON", "YYYY Q", "HH:MI am",
+        ] {
+            let error = translate(template).unwrap_err();
+            assert_eq!(error.code, sqlstate::FEATURE_NOT_SUPPORTED, "{template}");
+        }
+    }
+}
