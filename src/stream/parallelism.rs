@@ -1,22 +1,18 @@
 //! How many partitions a keyed operator splits its groups into, each
-//! updated on its own long-lived thread for every batch (`--parallelism`;
+//! worked on by its own worker thread (`partition_workers`; `--parallelism`;
 //! by default one per core for session aggregates and one for window
 //! aggregates, as measured on 2 cores, docs/benchmarks.md). Set once at
 //! start, before any view is planned; results do not depend on it (a group
 //! lives in exactly one partition, and checkpoints hold groups, not
 //! partitions, so a restart may change it).
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::common::hash_utils::{create_hashes, RandomState};
-use rayon_core::{ThreadPool, ThreadPoolBuilder};
 
-use crate::error::{Result, WeirError};
+use crate::error::Result;
 
 /// The most partitions a setting may ask for.
 pub const MAX_PARALLELISM: usize = 64;
@@ -73,61 +69,6 @@ pub fn partition_of_rows(keys: &[ArrayRef], rows: usize, partitions: usize) -> R
         .into_iter()
         .map(|hash| (hash % partitions as u64) as usize)
         .collect())
-}
-
-/// Runs `work` on every partition and returns the outcomes in partition
-/// order; when `threaded`, partition `i` runs on thread `i` of a pool of
-/// long-lived threads (one pool per partition count), else all on the
-/// calling thread. The same thread each time keeps a partition's
-/// allocations and frees in one malloc arena: fresh threads per batch
-/// contended on arena locks and cost more CPU than they saved.
-pub fn for_each_partition<P, T, F>(
-    partitions: impl Iterator<Item = P>,
-    threaded: bool,
-    work: F,
-) -> Vec<Result<T>>
-where
-    P: Send,
-    T: Send,
-    F: Fn(P) -> Result<T> + Sync,
-{
-    if !threaded {
-        return partitions.map(work).collect();
-    }
-    let slots: Vec<Mutex<Option<P>>> = partitions.map(|p| Mutex::new(Some(p))).collect();
-    let pool = match pool(slots.len()) {
-        Ok(pool) => pool,
-        Err(error) => return vec![Err(error)],
-    };
-    pool.broadcast(|context| {
-        let slot = slots[context.index()].lock().map(|mut slot| slot.take());
-        let Ok(Some(partition)) = slot else {
-            return Err(WeirError::internal("a partition was run twice"));
-        };
-        std::panic::catch_unwind(AssertUnwindSafe(|| work(partition)))
-            .unwrap_or_else(|_| Err(WeirError::internal("an operator partition panicked")))
-    })
-}
-
-/// The pool with `threads` threads, started on first use and kept (there
-/// is one per partition count in use, at most `MAX_PARALLELISM`).
-fn pool(threads: usize) -> Result<&'static ThreadPool> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, &'static ThreadPool>>> = OnceLock::new();
-    let pools = POOLS.get_or_init(Default::default);
-    let mut pools = pools
-        .lock()
-        .map_err(|_| WeirError::internal("the partition pools' lock is poisoned"))?;
-    if let Some(pool) = pools.get(&threads) {
-        return Ok(pool);
-    }
-    let pool = ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|index| format!("weir-partition-{index}"))
-        .build()
-        .map_err(|error| WeirError::internal(format!("starting partition threads: {error}")))?;
-    let pool: &'static ThreadPool = Box::leak(Box::new(pool));
-    pools.insert(threads, pool);
-    Ok(pool)
 }
 
 /// The partition of a key given as bytes (a row-format key): a fixed hash,

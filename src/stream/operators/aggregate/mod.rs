@@ -20,6 +20,7 @@ pub mod session_aggregate;
 mod session_keys;
 mod session_partition;
 mod session_state;
+mod session_steps;
 mod state;
 pub mod window_aggregate;
 mod window_bin;

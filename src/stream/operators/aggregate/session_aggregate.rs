@@ -7,7 +7,11 @@
 //! goes, leaving a marker for one more gap so that a row which would merge
 //! into it is late rather than the start of a session overlapping it.
 //! Keys are split into partitions (`parallelism`), each placing its share
-//! of a batch on its own thread (`session_partition`).
+//! of a batch on its own worker thread (`session_partition`) while the
+//! operator goes on to the next batch; their answers go out in the order
+//! the batches and watermarks came in (`session_steps`). The operator
+//! waits for its partitions only at checkpoints and when the runtime
+//! flushes it at the end of a write group.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,15 +23,18 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::calls::{evaluate_arguments, push_changes, value_columns, AggregateCall};
+use super::calls::{evaluate_arguments, push_changes, value_columns, AggregateCall, Arguments};
+use super::late::LateRow;
 use super::session_partition::{SessionBatch, SessionPartition, SessionRules};
 use super::session_state::decode_sessions;
+use super::session_steps::PendingSteps;
 use super::LateHandling;
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
-use crate::stream::parallelism::{for_each_partition, partition_of_key, ROWS_FOR_THREADS};
+use crate::stream::parallelism::{partition_of_key, ROWS_FOR_THREADS};
+use crate::stream::partition_workers::Partitioned;
 use crate::stream::time_columns::{nanoseconds, timestamps};
 use crate::stream::EmitMode;
 
@@ -81,17 +88,49 @@ pub type Sessions = BTreeMap<i64, Session>;
 pub type Emitted = Vec<(Vec<u8>, i64, i64, Vec<ScalarValue>, i64)>;
 
 pub struct SessionAggregateOperator {
-    /// Every GROUP BY expression; those at `columns` are the session bounds.
+    /// Every GROUP BY expression; those at `shape.columns` are the bounds.
     groups: Vec<Arc<dyn PhysicalExpr>>,
+    shape: Arc<SessionShape>,
+    /// The keys' sessions, split by a hash of the key, each worked on by
+    /// its own worker thread.
+    partitions: Partitioned<SessionPartition, StepOutcome>,
+    /// Batches and watermarks handed to the partitions, in order.
+    steps: PendingSteps,
+    /// Messages made ready while waiting for a checkpoint; they go out
+    /// before the barrier.
+    ready_output: Output,
+    late: LateHandling,
+}
+
+/// What every partition's jobs read alike.
+struct SessionShape {
     columns: SessionColumns,
     calls: Vec<AggregateCall>,
-    emit: EmitMode,
+    rules: SessionRules,
+    /// Group columns then aggregate values.
     schema: SchemaRef,
+    group_count: usize,
     /// Row format of the key: the GROUP BY columns other than the bounds.
     converter: Option<RowConverter>,
-    /// The keys' sessions, split by a hash of the key.
-    partitions: Vec<SessionPartition>,
-    late: LateHandling,
+}
+
+/// A batch's columns, shared by the jobs of the partitions it was split
+/// across.
+struct SharedBatch {
+    chunk: Chunk,
+    times: Int64Array,
+    keys: Option<Rows>,
+    arguments: Vec<Arguments>,
+    watermark: Option<i64>,
+}
+
+/// A partition's answer to a step: late rows (for a batch) and the rows it
+/// emits.
+struct StepOutcome {
+    step: u64,
+    partition: usize,
+    late: Vec<LateRow>,
+    output: Output,
 }
 
 impl SessionAggregateOperator {
@@ -113,16 +152,28 @@ impl SessionAggregateOperator {
         } else {
             Some(RowConverter::new(key_fields)?)
         };
-        Ok(SessionAggregateOperator {
-            groups,
+        let rules = SessionRules {
+            gap_ns: columns.gap_ns,
+            lateness_ns: late.policy.allowed_lateness_ns(),
+            emit,
+        };
+        let shape = SessionShape {
             columns,
             calls,
-            emit,
+            rules,
             schema,
+            group_count: groups.len(),
             converter,
-            partitions: (0..partitions.max(1))
-                .map(|_| SessionPartition::default())
-                .collect(),
+        };
+        let states = (0..partitions.max(1))
+            .map(|_| SessionPartition::default())
+            .collect();
+        Ok(SessionAggregateOperator {
+            groups,
+            shape: Arc::new(shape),
+            partitions: Partitioned::new(states),
+            steps: PendingSteps::default(),
+            ready_output: Vec::new(),
             late,
         })
     }
@@ -130,9 +181,10 @@ impl SessionAggregateOperator {
     /// Each row's event time (its own session's start).
     fn row_times(&self, chunk: &Chunk) -> Result<Int64Array> {
         let rows = chunk.num_rows();
-        let (index, shift) = match (self.columns.start, self.columns.end) {
+        let columns = &self.shape.columns;
+        let (index, shift) = match (columns.start, columns.end) {
             (Some(start), _) => (start, 0),
-            (None, Some(end)) => (end, self.columns.gap_ns),
+            (None, Some(end)) => (end, columns.gap_ns),
             (None, None) => return Err(WeirError::internal("a session without bounds")),
         };
         let column = self.groups[index].evaluate(&chunk.rows)?.into_array(rows)?;
@@ -149,66 +201,17 @@ impl SessionAggregateOperator {
     /// so no row allocates its key.
     fn key_rows(&self, chunk: &Chunk) -> Result<Option<Rows>> {
         let rows = chunk.num_rows();
-        let Some(converter) = &self.converter else {
+        let Some(converter) = &self.shape.converter else {
             return Ok(None);
         };
         let columns = self
             .groups
             .iter()
             .enumerate()
-            .filter(|(index, _)| !is_bound(&self.columns, *index))
+            .filter(|(index, _)| !is_bound(&self.shape.columns, *index))
             .map(|(_, expression)| expression.evaluate(&chunk.rows)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         Ok(Some(converter.convert_columns(&columns)?))
-    }
-
-    fn emit_rows(&self, emitted: Emitted, output: &mut Output) -> Result<()> {
-        if emitted.is_empty() {
-            return Ok(());
-        }
-        let mut keys = match &self.converter {
-            Some(converter) => {
-                let parser = converter.parser();
-                let rows = emitted.iter().map(|(key, ..)| parser.parse(key));
-                converter.convert_rows(rows)?.into_iter()
-            }
-            None => Vec::new().into_iter(),
-        };
-        let fields = self.schema.fields();
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
-        for index in 0..self.groups.len() {
-            let data_type = fields[index].data_type();
-            let column = if Some(index) == self.columns.start {
-                timestamps(emitted.iter().map(|e| e.1).collect(), data_type)?
-            } else if Some(index) == self.columns.end {
-                timestamps(emitted.iter().map(|e| e.2).collect(), data_type)?
-            } else {
-                keys.next()
-                    .ok_or_else(|| WeirError::internal("a session key column is missing"))?
-            };
-            columns.push(column);
-        }
-        let values: Vec<&[ScalarValue]> = emitted.iter().map(|e| e.3.as_slice()).collect();
-        columns.extend(value_columns(&self.schema, self.groups.len(), &values)?);
-        push_changes(&self.schema, columns, emitted.iter().map(|e| e.4), output)
-    }
-}
-
-fn is_bound(columns: &SessionColumns, index: usize) -> bool {
-    Some(index) == columns.start || Some(index) == columns.end
-}
-
-fn session_name(key: &[u8]) -> Vec<u8> {
-    [b"session/".as_slice(), key].concat()
-}
-
-impl SessionAggregateOperator {
-    fn rules(&self) -> SessionRules {
-        SessionRules {
-            gap_ns: self.columns.gap_ns,
-            lateness_ns: self.late.policy.allowed_lateness_ns(),
-            emit: self.emit,
-        }
     }
 
     /// Each partition's rows of a batch, in order.
@@ -227,14 +230,79 @@ impl SessionAggregateOperator {
         }
         members
     }
+
+    /// Takes what the partitions finished (when `block`, everything handed
+    /// over) and puts out the steps that are complete, in order.
+    fn take_finished(&mut self, block: bool, output: &mut Output) -> Result<()> {
+        output.append(&mut self.ready_output);
+        for outcome in self.partitions.finished(block)? {
+            let outcome = outcome?;
+            let (step, partition) = (outcome.step, outcome.partition);
+            self.steps
+                .record(step, partition, outcome.late, outcome.output)?;
+        }
+        for ready in self.steps.ready() {
+            if let Some(chunk) = &ready.chunk {
+                self.late.report(chunk, &ready.late)?;
+            }
+            output.extend(ready.output);
+        }
+        Ok(())
+    }
+}
+
+impl SessionShape {
+    fn emit_rows(&self, emitted: Emitted) -> Result<Output> {
+        let mut output = Vec::new();
+        if emitted.is_empty() {
+            return Ok(output);
+        }
+        let mut keys = match &self.converter {
+            Some(converter) => {
+                let parser = converter.parser();
+                let rows = emitted.iter().map(|(key, ..)| parser.parse(key));
+                converter.convert_rows(rows)?.into_iter()
+            }
+            None => Vec::new().into_iter(),
+        };
+        let fields = self.schema.fields();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
+        for index in 0..self.group_count {
+            let data_type = fields[index].data_type();
+            let column = if Some(index) == self.columns.start {
+                timestamps(emitted.iter().map(|e| e.1).collect(), data_type)?
+            } else if Some(index) == self.columns.end {
+                timestamps(emitted.iter().map(|e| e.2).collect(), data_type)?
+            } else {
+                keys.next()
+                    .ok_or_else(|| WeirError::internal("a session key column is missing"))?
+            };
+            columns.push(column);
+        }
+        let values: Vec<&[ScalarValue]> = emitted.iter().map(|e| e.3.as_slice()).collect();
+        columns.extend(value_columns(&self.schema, self.group_count, &values)?);
+        push_changes(
+            &self.schema,
+            columns,
+            emitted.iter().map(|e| e.4),
+            &mut output,
+        )?;
+        Ok(output)
+    }
+}
+
+fn is_bound(columns: &SessionColumns, index: usize) -> bool {
+    Some(index) == columns.start || Some(index) == columns.end
+}
+
+fn session_name(key: &[u8]) -> Vec<u8> {
+    [b"session/".as_slice(), key].concat()
 }
 
 impl Operator for SessionAggregateOperator {
     fn memory_bytes(&self) -> usize {
-        self.partitions
-            .iter()
-            .map(SessionPartition::memory_bytes)
-            .sum()
+        let partitions = self.partitions.peek();
+        partitions.map(|partition| partition.memory_bytes()).sum()
     }
 
     fn name(&self) -> &'static str {
@@ -242,69 +310,97 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
-        let times = self.row_times(&chunk)?;
-        let keys = self.key_rows(&chunk)?;
-        let batch = SessionBatch {
-            calls: &self.calls,
-            chunk: &chunk,
-            times: &times,
-            keys: &keys,
-            arguments: &evaluate_arguments(&self.calls, &chunk)?,
+        let batch = Arc::new(SharedBatch {
+            times: self.row_times(&chunk)?,
+            keys: self.key_rows(&chunk)?,
+            arguments: evaluate_arguments(&self.shape.calls, &chunk)?,
             watermark: context.watermark,
-        };
-        let members = self.split(&keys, chunk.num_rows());
-        let threaded = chunk.num_rows() >= ROWS_FOR_THREADS && self.partitions.len() > 1;
-        let rules = self.rules();
-        let pairs = self.partitions.iter_mut().zip(members);
-        let outcomes = for_each_partition(pairs, threaded, |(partition, rows)| {
-            partition.add_rows(&rules, &batch, &rows)
+            chunk,
         });
-        let (mut late, mut emitted) = (Vec::new(), Vec::new());
-        for outcome in outcomes {
-            let (partition_late, partition_emitted) = outcome?;
-            late.extend(partition_late);
-            emitted.extend(partition_emitted);
+        let members = self.split(&batch.keys, batch.chunk.num_rows());
+        let sent = members.iter().filter(|rows| !rows.is_empty()).count();
+        let step = self.steps.open(sent, Some(batch.chunk.clone()), None);
+        for (partition, rows) in members.into_iter().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            let small = rows.len() < ROWS_FOR_THREADS;
+            let (shape, batch) = (self.shape.clone(), batch.clone());
+            self.partitions.send(partition, small, move |state| {
+                let columns = SessionBatch {
+                    calls: &shape.calls,
+                    chunk: &batch.chunk,
+                    times: &batch.times,
+                    keys: &batch.keys,
+                    arguments: &batch.arguments,
+                    watermark: batch.watermark,
+                };
+                let (late, emitted) = state.add_rows(&shape.rules, &columns, &rows)?;
+                let output = shape.emit_rows(emitted)?;
+                Ok(StepOutcome {
+                    step,
+                    partition,
+                    late,
+                    output,
+                })
+            })?;
         }
-        late.sort_by_key(|row| row.row);
-        self.late.report(&chunk, &late)?;
-        self.emit_rows(emitted, output)
+        self.take_finished(false, output)
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
-        let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
-        let open: usize = self.partitions.iter().map(|p| p.open_ends.len()).sum();
-        let threaded = open >= ROWS_FOR_THREADS && self.partitions.len() > 1;
-        let rules = self.rules();
-        let outcomes = for_each_partition(self.partitions.iter_mut(), threaded, |partition| {
-            partition.close(&rules, watermark_ns, horizon)
-        });
-        let mut emitted = Vec::new();
-        for outcome in outcomes {
-            emitted.extend(outcome?);
+        let horizon = watermark_ns.saturating_sub(self.shape.rules.lateness_ns);
+        // Under EMIT ON WINDOW CLOSE every session shown after this step
+        // ends after the horizon.
+        let closes = self.shape.rules.emit == EmitMode::OnWindowClose;
+        let watermark_out = (closes && self.shape.columns.end.is_some()).then_some(horizon);
+        let count = self.partitions.len();
+        let step = self.steps.open(count, None, watermark_out);
+        for partition in 0..count {
+            let shape = self.shape.clone();
+            self.partitions.send(partition, true, move |state| {
+                let emitted = state.close(&shape.rules, watermark_ns, horizon)?;
+                Ok(StepOutcome {
+                    step,
+                    partition,
+                    late: Vec::new(),
+                    output: shape.emit_rows(emitted)?,
+                })
+            })?;
         }
-        self.emit_rows(emitted, output)?;
-        if self.emit == EmitMode::OnWindowClose && self.columns.end.is_some() {
-            // Every session shown from now on ends after the horizon.
-            output.push(Message::Watermark(horizon));
-        }
+        self.take_finished(false, output)
+    }
+
+    fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
+        output.append(&mut self.ready_output);
+        output.push(Message::Barrier(epoch));
         Ok(())
     }
 
+    fn flush(&mut self, output: &mut Output) -> Result<()> {
+        self.take_finished(true, output)
+    }
+
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        for partition in &mut self.partitions {
+        // What this wait makes ready goes out with the barrier.
+        let mut ready = Vec::new();
+        self.take_finished(true, &mut ready)?;
+        self.ready_output.extend(ready);
+        for mut partition in self.partitions.states()? {
             partition
                 .keys
-                .checkpoint(&self.calls, session_name, state)?;
+                .checkpoint(&self.shape.calls, session_name, state)?;
         }
         Ok(())
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        let count = self.partitions.len();
+        let mut partitions = self.partitions.states()?;
+        let count = partitions.len();
         for (name, value) in state.with_prefix(b"session/") {
             let key = name[b"session/".len()..].to_vec();
-            let sessions = decode_sessions(&self.calls, value)?;
-            self.partitions[partition_of_key(&key, count)].restore(key, sessions)?;
+            let sessions = decode_sessions(&self.shape.calls, value)?;
+            partitions[partition_of_key(&key, count)].restore(key, sessions)?;
         }
         Ok(())
     }
