@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod connectors;
 pub mod engine;
 pub mod error;
+pub mod metrics;
 pub mod server;
 pub mod session;
 pub mod sql;

@@ -59,6 +59,11 @@ struct ServeOptions {
     /// change between restarts.
     #[arg(long, env = "WEIR_PARALLELISM", value_parser = clap::value_parser!(u64).range(1..=64))]
     parallelism: Option<u64>,
+    /// Address to serve Prometheus metrics on (`GET /metrics`), e.g.
+    /// 127.0.0.1:9187. Default: not served. They carry no secrets but have
+    /// no authentication either: keep them on loopback or a private network.
+    #[arg(long, env = "WEIR_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
 }
 
 fn parse_memory_limit(text: &str) -> Result<u64, String> {
@@ -229,6 +234,9 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
         options.checkpoint_interval_ms,
     ));
     engine.start_clock();
+    if let Some(listen) = &options.metrics_listen {
+        serve_metrics(&engine, listen).await?;
+    }
     let listener = server::bind(&options.listen).await?;
     let address = listener
         .local_addr()
@@ -246,6 +254,20 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
         address.rsplit_once(':').map_or("5455", |(_, port)| port),
     );
     server::serve(engine, listener, shutdown_signal()).await
+}
+
+/// Starts the metrics endpoint; its address goes in a line of its own
+/// under `weir::ready`, before the ready line.
+async fn serve_metrics(engine: &std::sync::Arc<Engine>, listen: &str) -> weir::error::Result<()> {
+    let listener = weir::metrics::bind(listen).await?;
+    let address = listener.local_addr();
+    if address.as_ref().is_ok_and(|a| !a.ip().is_loopback()) {
+        tracing::warn!("metrics are served without authentication on {listen}");
+    }
+    let address = address.map_or(listen.to_string(), |a| a.to_string());
+    tracing::info!(target: "weir::ready", "metrics at http://{address}/metrics");
+    tokio::spawn(weir::metrics::serve(engine.clone(), listener));
+    Ok(())
 }
 
 async fn shutdown_signal() {

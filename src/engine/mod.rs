@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 mod clock;
+pub mod connections;
 mod ddl;
 mod information_schema;
 mod materialized;
@@ -57,6 +58,7 @@ pub struct Engine {
     /// concurrent DDL runs one statement at a time: a new view's backfill
     /// never races a DROP of what it reads or a CREATE of the same name.
     catalog_changes: tokio::sync::Mutex<()>,
+    connections: connections::ConnectionCounts,
 }
 
 impl Engine {
@@ -128,6 +130,7 @@ impl Engine {
             checkpoint_running: Default::default(),
             system_settings: Default::default(),
             catalog_changes: tokio::sync::Mutex::new(()),
+            connections: connections::ConnectionCounts::default(),
         };
         engine.load_system_settings()?;
         engine.recover().await?;
@@ -138,6 +141,11 @@ impl Engine {
     /// whole DDL statement.
     pub async fn lock_catalog(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.catalog_changes.lock().await
+    }
+
+    /// Client connections, as the front end reports them.
+    pub fn connections(&self) -> &connections::ConnectionCounts {
+        &self.connections
     }
 
     pub fn relations(&self) -> &Relations {

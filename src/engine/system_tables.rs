@@ -132,6 +132,7 @@ impl MaterializedViewsTable {
                 Field::new("state_bytes", DataType::Int64, false),
                 Field::new("state_memory_bytes", DataType::Int64, false),
                 Field::new("row_storage", DataType::Utf8, false),
+                Field::new("changes_committed", DataType::Int64, false),
             ])),
         }
     }
@@ -149,6 +150,7 @@ impl MaterializedViewsTable {
         let (mut entries, mut bytes) = (Vec::new(), Vec::new());
         let mut memory = Vec::new();
         let mut storage = Vec::new();
+        let mut changes = Vec::new();
         for definition in catalog.definitions() {
             let Some(result) = catalog.view_result(&definition.name) else {
                 continue;
@@ -168,6 +170,7 @@ impl MaterializedViewsTable {
             counts.push(result.row_count());
             late.push(result.late_rows.load(std::sync::atomic::Ordering::Relaxed) as i64);
             watermarks.push(result.watermark_ns());
+            changes.push(result.changes_committed() as i64);
             storage.push(match result.layout() {
                 RowLayout::Log => "log",
                 RowLayout::Multiset => "multiset",
@@ -183,6 +186,7 @@ impl MaterializedViewsTable {
             Arc::new(Int64Array::from(bytes)),
             Arc::new(Int64Array::from(memory)),
             Arc::new(StringArray::from(storage)),
+            Arc::new(Int64Array::from(changes)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }

@@ -46,7 +46,7 @@ pub async fn serve(
                 Ok((socket, peer)) => {
                     let handlers =
                         ConnectionHandlers::new(engine.clone(), connections.clone(), gates.clone());
-                    spawn_connection(handlers, socket, peer)
+                    spawn_connection(engine.clone(), handlers, socket, peer)
                 }
                 Err(error) => tracing::warn!(%error, "accept failed"),
             },
@@ -58,10 +58,16 @@ pub async fn serve(
     }
 }
 
-fn spawn_connection(handlers: ConnectionHandlers, socket: tokio::net::TcpStream, peer: SocketAddr) {
+fn spawn_connection(
+    engine: Arc<Engine>,
+    handlers: ConnectionHandlers,
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
     let _ = socket.set_nodelay(true);
     tokio::spawn(async move {
         tracing::debug!(%peer, "connection opened");
+        let _open = engine.connections().opened();
         if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
             tracing::debug!(%peer, %error, "connection ended with an error");
         }

@@ -11,26 +11,41 @@ use std::time::Duration;
 pub struct TestServer {
     child: Option<Child>,
     pub port: u16,
+    /// The metrics endpoint's port, when started with `--metrics-listen`.
+    pub metrics_port: Option<u16>,
     pub data_dir: PathBuf,
     _temp: Option<tempfile::TempDir>,
 }
 
 /// Reads the server's log (its stdout) until the ready line and returns
-/// the port it names; the rest of the log is read and dropped, so the
-/// server never waits on a full pipe.
-fn ready_port(log: ChildStdout) -> u16 {
-    let (port_sender, port) = mpsc::channel();
+/// the port it names, and the metrics port a line before it named; the
+/// rest of the log is read and dropped, so the server never waits on a
+/// full pipe.
+fn ready_ports(log: ChildStdout) -> (u16, Option<u16>) {
+    let (port_sender, ports) = mpsc::channel();
     std::thread::spawn(move || {
         let mut port_sender = Some(port_sender);
+        let mut metrics_port = None;
         for line in BufReader::new(log).lines() {
             let Ok(line) = line else { break };
-            if let (Some(port), Some(sender)) = (port_in(&line), port_sender.take()) {
-                let _ = sender.send(port);
+            metrics_port = metrics_port.or_else(|| metrics_port_in(&line));
+            if let Some(port) = port_in(&line) {
+                if let Some(sender) = port_sender.take() {
+                    let _ = sender.send((port, metrics_port));
+                }
             }
         }
     });
-    port.recv_timeout(Duration::from_secs(60))
+    ports
+        .recv_timeout(Duration::from_secs(60))
         .expect("weir did not say it was ready (it exited, or took over 60 s)")
+}
+
+/// The port in the metrics line (`… metrics at http://H:PORT/metrics`).
+fn metrics_port_in(line: &str) -> Option<u16> {
+    let (_, after) = line.split_once("metrics at http://")?;
+    let (address, _) = after.split_once("/metrics")?;
+    address.rsplit_once(':')?.1.parse().ok()
 }
 
 /// The port in the ready line (`… connect with: psql -h H -p PORT -U weir`).
@@ -74,10 +89,11 @@ impl TestServer {
             .spawn()
             .expect("start weir");
         let log = child.stdout.take().expect("the server's log");
-        let port = ready_port(log);
+        let (port, metrics_port) = ready_ports(log);
         TestServer {
             child: Some(child),
             port,
+            metrics_port,
             data_dir: data_dir.to_path_buf(),
             _temp: None,
         }

@@ -63,6 +63,8 @@ pub struct ViewResult {
     /// Bytes of memory the view's operator state held at the last
     /// checkpoint (`weir_catalog.materialized_views`).
     pub state_memory_bytes: AtomicU64,
+    /// Row changes committed since the server started (`/metrics`).
+    changes_committed: AtomicU64,
 }
 
 #[derive(Default)]
@@ -76,6 +78,8 @@ struct Staged {
     /// Count change by row; empty once `in_store` (multiset layout).
     rows: BTreeMap<Vec<u8>, i64>,
     total: i64,
+    /// Row changes staged (each row of an applied chunk).
+    changes: u64,
     /// The statement's versions are in the store (spilled): a row's running
     /// count is its version at `epoch` there, and changes go straight to
     /// the store, so memory holds no per-row state of a big statement.
@@ -271,6 +275,7 @@ impl ViewResult {
             watermark: Mutex::new(None),
             late_rows: Arc::new(AtomicU64::new(0)),
             state_memory_bytes: AtomicU64::new(0),
+            changes_committed: AtomicU64::new(0),
         })
     }
 
@@ -308,6 +313,10 @@ impl ViewResult {
         if chunk.num_rows() == 0 {
             return Ok(WriteBatch::new());
         }
+        self.staged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .changes += chunk.num_rows() as u64;
         match self.layout {
             RowLayout::Multiset => self.apply_multiset(chunk),
             RowLayout::Log => self.apply_log(chunk),
@@ -355,6 +364,8 @@ impl ViewResult {
         }
         let taken = std::mem::take(&mut *staged);
         self.total_rows.fetch_add(taken.total, Ordering::AcqRel);
+        self.changes_committed
+            .fetch_add(taken.changes, Ordering::Relaxed);
         match self.layout {
             RowLayout::Multiset => self.readers.lock().committed = taken.epoch,
             RowLayout::Log => self.publish_log(taken.entries, taken.tail),
@@ -381,6 +392,12 @@ impl ViewResult {
 
     pub fn watermark_ns(&self) -> Option<i64> {
         *self.watermark.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Row changes (insertions and retractions) committed since the
+    /// server started.
+    pub fn changes_committed(&self) -> u64 {
+        self.changes_committed.load(Ordering::Relaxed)
     }
 
     pub fn row_count(&self) -> i64 {

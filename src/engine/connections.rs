@@ -1,0 +1,38 @@
+//! Client connections counted for `/metrics`: the front end reports each
+//! connection's start and end.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+#[derive(Default)]
+pub struct ConnectionCounts {
+    open: AtomicI64,
+    opened: AtomicU64,
+}
+
+/// A connection counted as open until this is dropped (also when its
+/// task ends by a panic).
+pub struct OpenConnection<'a>(&'a ConnectionCounts);
+
+impl Drop for OpenConnection<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ConnectionCounts {
+    pub fn opened(&self) -> OpenConnection<'_> {
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        self.open.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(self)
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> i64 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections accepted since the server started.
+    pub fn total(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+}
