@@ -175,7 +175,12 @@ fn main() -> std::process::ExitCode {
         Command::Serve(_) => "info",
         Command::Bench(_) => "warn",
     };
+    // Colour codes only for a terminal (NO_COLOR honoured): a log file or a
+    // supervisor's pipe gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     tracing_subscriber::fmt()
+        .with_ansi(colour)
         .with_env_filter(
             EnvFilter::try_from_env("WEIR_LOG")
                 .unwrap_or_else(|_| EnvFilter::new(default_log_level)),

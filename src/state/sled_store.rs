@@ -11,9 +11,12 @@ use super::value_log::{Location, ValueLog, OUT_OF_LINE_BYTES, SEGMENT_BYTES};
 use super::{Entries, StateStore, StoredSize, WriteBatch, WriteOperation};
 use crate::error::{sqlstate, Result, WeirError};
 
-/// What an open of a store another handle still holds says (sled's
-/// wording; `Engine::reopen` waits while it is the reason).
-pub const LOCKED_MESSAGE: &str = "could not acquire lock";
+/// What an open of a store another handle still holds says
+/// (`Engine::reopen` waits while it is the reason).
+pub const LOCKED_MESSAGE: &str = "is in use by another process";
+
+/// How sled words that error: only in the text of an `Other` I/O error.
+const SLED_LOCKED_MESSAGE: &str = "could not acquire lock";
 
 pub struct SledStore {
     database: sled::Db,
@@ -57,12 +60,7 @@ impl SledStore {
             .cache_capacity(cache_bytes)
             .mode(sled::Mode::HighThroughput)
             .open()
-            .map_err(|error| {
-                WeirError::io(format!(
-                    "cannot open the data directory {}: {error}",
-                    directory.display()
-                ))
-            })?;
+            .map_err(|error| open_error(directory, error))?;
         let in_use = segments_in_use(&database)?;
         let (values, existing) = ValueLog::open(&directory.join("values"), segment_bytes, &in_use)?;
         check_segments(&values, &in_use, existing)?;
@@ -72,6 +70,24 @@ impl SledStore {
             writer: Mutex::new(Vec::new()),
         })
     }
+}
+
+/// Why the store would not open; a lock another process holds gets its own
+/// hint (a second server started on the same data directory).
+fn open_error(directory: &Path, error: sled::Error) -> WeirError {
+    let locked = matches!(&error, sled::Error::Io(io)
+        if io.to_string().starts_with(SLED_LOCKED_MESSAGE));
+    if locked {
+        return WeirError::io(format!(
+            "the data directory {} {LOCKED_MESSAGE}",
+            directory.display()
+        ))
+        .with_hint("Is another weir server running on it? Stop it, or start this one with another --data-dir.");
+    }
+    WeirError::io(format!(
+        "cannot open the data directory {}: {error}",
+        directory.display()
+    ))
 }
 
 /// The segments sled counts live bytes in, in order.
@@ -353,6 +369,23 @@ impl StateStore for SledStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_another_holder_has_open_is_refused_with_a_hint() {
+        let directory = tempfile::tempdir().unwrap();
+        let _first = SledStore::open(directory.path()).unwrap();
+        let Err(error) = SledStore::open(directory.path()) else {
+            panic!("a second open of a locked store succeeded");
+        };
+        assert!(
+            error.message.contains("in use by another process"),
+            "{error}"
+        );
+        assert!(error
+            .hint
+            .unwrap_or_default()
+            .contains("another --data-dir"));
+    }
 
     #[test]
     fn commit_get_scan_and_delete_prefix() {
