@@ -142,7 +142,15 @@ fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) ->
         Type::INT8 => cell(row.get::<_, Option<i64>>(index)),
         Type::FLOAT4 => cell(row.get::<_, Option<f32>>(index)),
         Type::FLOAT8 => cell(row.get::<_, Option<f64>>(index)),
-        Type::NUMERIC => cell(row.get::<_, Option<rust_decimal::Decimal>>(index)),
+        // Unconstrained NUMERIC travels with scale 10 in binary; its text
+        // form drops the trailing zeros (server::text_format), and so here.
+        Type::NUMERIC => cell(
+            row.get::<_, Option<rust_decimal::Decimal>>(index)
+                .map(|value| match value.scale() {
+                    10 => value.normalize(),
+                    _ => value,
+                }),
+        ),
         Type::DATE => cell(row.get::<_, Option<chrono::NaiveDate>>(index)),
         Type::TIMESTAMP => row
             .get::<_, Option<chrono::NaiveDateTime>>(index)
@@ -152,6 +160,7 @@ fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) ->
             .map_or("NULL".to_string(), |value| {
                 postgres_timestamp(value.naive_utc(), "+00")
             }),
+        Type::INTERVAL => cell(row.get::<_, Option<Interval>>(index)),
         _ => match row.try_get::<_, Option<&str>>(index) {
             Ok(value) => text_cell(value),
             Err(_) => format!("<binary {column_type}: not rendered by the test harness>"),
@@ -160,6 +169,67 @@ fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) ->
 }
 
 /// Postgres prints fractions of a second without trailing zeros.
+/// An interval in the binary format: microseconds, days, months.
+struct Interval {
+    microseconds: i64,
+    days: i32,
+    months: i32,
+}
+
+impl<'a> tokio_postgres::types::FromSql<'a> for Interval {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let bytes: [u8; 16] = raw.try_into()?;
+        let (microseconds, rest) = bytes.split_at(8);
+        let (days, months) = rest.split_at(4);
+        Ok(Interval {
+            microseconds: i64::from_be_bytes(microseconds.try_into()?),
+            days: i32::from_be_bytes(days.try_into()?),
+            months: i32::from_be_bytes(months.try_into()?),
+        })
+    }
+
+    fn accepts(column_type: &Type) -> bool {
+        *column_type == Type::INTERVAL
+    }
+}
+
+/// Postgres' interval text (IntervalStyle postgres): `1 year 2 mons 3 days
+/// 04:05:06.5`.
+impl std::fmt::Display for Interval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural =
+            |n: i64, unit: &str| format!("{n} {unit}{}", if n.abs() == 1 { "" } else { "s" });
+        let mut parts = Vec::new();
+        let (years, months) = (self.months / 12, self.months % 12);
+        if years != 0 {
+            parts.push(plural(years.into(), "year"));
+        }
+        if months != 0 {
+            parts.push(plural(months.into(), "mon"));
+        }
+        if self.days != 0 {
+            parts.push(plural(self.days.into(), "day"));
+        }
+        if self.microseconds != 0 || parts.is_empty() {
+            let sign = if self.microseconds < 0 { "-" } else { "" };
+            let total = self.microseconds.unsigned_abs();
+            let seconds = total / 1_000_000;
+            let fraction = total % 1_000_000;
+            let mut time = format!(
+                "{sign}{:02}:{:02}:{:02}",
+                seconds / 3600,
+                seconds / 60 % 60,
+                seconds % 60
+            );
+            if fraction != 0 {
+                time.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+            }
+            parts.push(time);
+        }
+        write!(f, "{}", parts.join(" "))
+    }
+}
+
 fn postgres_timestamp(value: chrono::NaiveDateTime, zone: &str) -> String {
     let text = value.format("%Y-%m-%d %H:%M:%S%.6f").to_string();
     let text = text.trim_end_matches('0').trim_end_matches('.');

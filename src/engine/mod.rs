@@ -285,7 +285,7 @@ fn new_context() -> Result<SessionContext> {
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
     // TIMESTAMPTZ columns and now() are UTC unless a session sets TimeZone.
     config.options_mut().execution.time_zone = Some("+00:00".to_string());
-    let context = SessionContext::new_with_config(config);
+    let mut context = SessionContext::new_with_config(config);
     // RisingWave's and Flink's name for DataFusion's HyperLogLog aggregate.
     let approx = datafusion::functions_aggregate::approx_distinct::approx_distinct_udaf();
     context.register_udaf(
@@ -303,6 +303,13 @@ fn new_context() -> Result<SessionContext> {
         sql::checked_arithmetic::CheckedArithmeticRule::default(),
     ));
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
+    // Timestamps written to the minute (sql::timestamp_text).
+    context.add_analyzer_rule(Arc::new(sql::timestamp_text::TimestampTextRule::default()));
+    // interval * number and interval / number, planned before coercion.
+    datafusion::execution::FunctionRegistry::register_expr_planner(
+        &mut context,
+        Arc::new(sql::interval_arithmetic::IntervalArithmeticPlanner::default()),
+    )?;
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;
     context.register_udf(sql::version::version_function());

@@ -53,6 +53,7 @@ impl ConnectionHandlers {
     ) -> Self {
         let session = Arc::new(Session::new(engine));
         let gate = session.commit_gate();
+        let startup_session = session.clone();
         ConnectionHandlers {
             handler: Arc::new(SessionHandler {
                 parser: Arc::new(StatementParser {
@@ -65,6 +66,7 @@ impl ConnectionHandlers {
                 connections: connections.clone(),
                 gates: gates.clone(),
                 gate,
+                session: startup_session,
             }),
             cancel: Arc::new(CancelRequests { connections, gates }),
         }
@@ -98,6 +100,8 @@ pub struct Startup {
     connections: Arc<ConnectionManager>,
     gates: Arc<CommitGates>,
     gate: Arc<crate::session::CommitGate>,
+    /// Learns the user name the client logged in with.
+    session: Arc<Session>,
 }
 
 #[async_trait]
@@ -118,6 +122,9 @@ impl NoopStartupHandler for Startup {
     {
         let (pid, secret_key) = client.pid_and_secret_key();
         self.gates.register(pid, &secret_key, &self.gate);
+        if let Some(user) = client.metadata().get(pgwire::api::METADATA_USER) {
+            self.session.set_user(user);
+        }
         Ok(())
     }
 }

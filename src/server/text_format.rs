@@ -3,7 +3,11 @@
 //! - floats: pgwire prints 20.0 as "20.0"; Postgres prints "20", and switches
 //!   to exponent form outside 1e-4 .. 1e15 (1e6 for real);
 //! - timestamps and times: pgwire always prints six fraction digits;
-//!   Postgres prints none for whole seconds and trims trailing zeros.
+//!   Postgres prints none for whole seconds and trims trailing zeros;
+//! - unconstrained NUMERIC (stored as DECIMAL(38, 10), the type DataFusion
+//!   gives `NUMERIC` without a precision): Postgres keeps each value's own
+//!   scale, which weir does not store, so trailing fraction zeros are
+//!   trimmed (`2`, `0.5`) rather than printed to ten places.
 
 use std::sync::Arc;
 
@@ -20,8 +24,11 @@ fn rendered_here(data_type: &DataType) -> bool {
             | DataType::Timestamp(_, _)
             | DataType::Time64(_)
             | DataType::Time32(_)
-    )
+    ) || data_type == &UNCONSTRAINED_NUMERIC
 }
+
+/// What `NUMERIC` without precision and scale is planned as.
+const UNCONSTRAINED_NUMERIC: DataType = DataType::Decimal128(38, 10);
 
 /// Replaces text-format float and time columns with their Postgres text.
 pub fn render_text_columns(batch: RecordBatch, fields: &[FieldInfo]) -> RecordBatch {
@@ -61,6 +68,9 @@ pub fn render_text_columns(batch: RecordBatch, fields: &[FieldInfo]) -> RecordBa
                 DataType::Timestamp(_, _) | DataType::Time64(_) | DataType::Time32(_) => {
                     datetime_text(column).unwrap_or_else(|| column.clone())
                 }
+                data_type if data_type == &UNCONSTRAINED_NUMERIC => {
+                    numeric_text(column).unwrap_or_else(|| column.clone())
+                }
                 _ => column.clone(),
             }
         })
@@ -93,6 +103,25 @@ fn datetime_text(column: &ArrayRef) -> Option<ArrayRef> {
             column
                 .is_valid(row)
                 .then(|| postgres_datetime(&formatter.value(row).to_string()))
+        })
+        .collect();
+    Some(Arc::new(rendered))
+}
+
+/// Decimal text without trailing fraction zeros: "2.5000000000" -> "2.5".
+fn numeric_text(column: &ArrayRef) -> Option<ArrayRef> {
+    use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+    let options = FormatOptions::default();
+    let formatter = ArrayFormatter::try_new(column.as_ref(), &options).ok()?;
+    let rendered: StringArray = (0..column.len())
+        .map(|row| {
+            column.is_valid(row).then(|| {
+                let text = formatter.value(row).to_string();
+                match text.contains('.') {
+                    true => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+                    false => text,
+                }
+            })
         })
         .collect();
     Some(Arc::new(rendered))
@@ -172,7 +201,31 @@ fn float_text<F: std::fmt::LowerExp + Into<f64> + Copy>(value: F, exponent_limit
 
 #[cfg(test)]
 mod tests {
-    use super::{float_text, postgres_datetime};
+    use super::{float_text, numeric_text, postgres_datetime};
+    use datafusion::arrow::array::{Array, ArrayRef, Decimal128Array, StringArray};
+    use std::sync::Arc;
+
+    #[test]
+    fn unconstrained_numerics_print_without_trailing_zeros() {
+        let values = Decimal128Array::from(vec![
+            Some(20_000_000_000),
+            Some(5_000_000_000),
+            Some(-12_345_000_000),
+            Some(0),
+            None,
+        ])
+        .with_precision_and_scale(38, 10)
+        .unwrap();
+        let column: ArrayRef = Arc::new(values);
+        let text = numeric_text(&column).unwrap();
+        let text = text.as_any().downcast_ref::<StringArray>().unwrap();
+        let shown: Vec<_> = text.iter().collect();
+        assert_eq!(
+            shown,
+            [Some("2"), Some("0.5"), Some("-1.2345"), Some("0"), None]
+        );
+        assert!(text.is_null(4));
+    }
 
     #[test]
     fn timestamps_print_like_postgres() {

@@ -5,6 +5,7 @@
 
 mod copy;
 mod current_setting;
+mod current_user;
 mod insert_template;
 mod insert_values;
 mod parameters;
@@ -15,7 +16,7 @@ mod transaction;
 mod utility;
 mod writes;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
@@ -50,6 +51,8 @@ pub struct Session {
     /// The rows written in a transaction block, applied at COMMIT.
     pending: Arc<PendingWrites>,
     planning: Mutex<PlanningCache>,
+    /// The name the client logged in with (`current_user`).
+    user: OnceLock<String>,
 }
 
 /// A statement ready to execute, possibly many times with new parameters.
@@ -132,7 +135,19 @@ impl Session {
             gate: Arc::new(CommitGate::default()),
             pending: Arc::new(PendingWrites::default()),
             planning: Mutex::new(PlanningCache::default()),
+            user: OnceLock::new(),
         }
+    }
+
+    /// Records the user name of the startup message; the first one stays.
+    pub fn set_user(&self, user: &str) {
+        let _ = self.user.set(user.to_string());
+    }
+
+    fn user(&self) -> &str {
+        self.user
+            .get()
+            .map_or(current_user::DEFAULT_USER, String::as_str)
     }
 
     /// Where cancel requests for this session go first: a write that has
@@ -147,6 +162,7 @@ impl Session {
             gate: &self.gate,
             pending: &self.pending,
             settings: &self.settings,
+            user: self.user(),
         }
     }
 

@@ -72,12 +72,13 @@ struct Built {
 
 /// What a session's planning state reaches back to: the gate deciding
 /// whether a write commits, the transaction block's pending writes, and
-/// the live settings (`current_setting`).
+/// the live settings (`current_setting`) and the user (`current_user`).
 #[derive(Clone, Copy)]
 pub struct SessionHandles<'a> {
     pub gate: &'a Arc<CommitGate>,
     pub pending: &'a Arc<PendingWrites>,
     pub settings: &'a Arc<Mutex<Settings>>,
+    pub user: &'a str,
 }
 
 /// Which of the two.
@@ -143,6 +144,9 @@ impl Built {
         state.config_mut().set_extension(handles.pending.clone());
         let current_setting = super::current_setting::function(handles.settings, engine);
         state.register_udf(Arc::new(current_setting))?;
+        for function in super::current_user::functions(handles.user) {
+            state.register_udf(Arc::new(function))?;
+        }
         let mut write_state = state.clone();
         write_state
             .config_mut()

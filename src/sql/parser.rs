@@ -61,8 +61,6 @@ const CATALOG_MARKERS: &[&str] = &[
     "regrole",
     "current_schema",
     "current_schemas",
-    "current_user",
-    "session_user",
     "current_database",
     "version",
 ];
@@ -158,6 +156,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     // Before anything walks the tree recursively.
     super::limits::check_nesting(&statement)?;
     let mut statement = windows::rewrite(statement)?;
+    // Before naming repeated columns: these two name the items they change.
+    super::special_registers::rewrite(&mut statement);
+    super::exists_value::rewrite(&mut statement);
     super::repeated_columns::name_repeated_columns(&mut statement);
     super::like_escape::rewrite(&mut statement);
     super::generate_subscripts::rewrite(&mut statement);

@@ -13,6 +13,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::error::{sqlstate, Result, WeirError};
+use crate::stream::time_columns::with_seconds;
 use fields::{split_csv, split_text, Record};
 use values::{decode_array, decode_bytea};
 
@@ -158,9 +159,23 @@ fn cast_column(
         safe: true,
         ..Default::default()
     };
-    let cast = cast_with_options(&input, data_type, &lenient).map_err(|error| {
-        WeirError::unsupported(format!("COPY into column \"{column}\": {error}"))
-    })?;
+    let cast_input = |input: &ArrayRef| {
+        cast_with_options(input, data_type, &lenient).map_err(|error| {
+            WeirError::unsupported(format!("COPY into column \"{column}\": {error}"))
+        })
+    };
+    let mut cast = cast_input(&input)?;
+    let failed =
+        |cast: &ArrayRef| (0..strings.len()).any(|row| strings.is_valid(row) && cast.is_null(row));
+    if matches!(data_type, DataType::Timestamp(..)) && failed(&cast) {
+        // Times to the minute, which Postgres accepts: only when some
+        // value did not parse, so the common case pays nothing.
+        let completed: StringArray = strings
+            .iter()
+            .map(|value| value.map(|text| with_seconds(text).unwrap_or_else(|| text.to_string())))
+            .collect();
+        cast = cast_input(&(Arc::new(completed) as ArrayRef))?;
+    }
     // A safe cast turns bad values into NULL; find the first to report it.
     for (row, record) in records.iter().enumerate() {
         if strings.is_valid(row) && cast.is_null(row) {
