@@ -97,6 +97,18 @@ fn psql_catalog_commands() {
     assert!(databases.contains("weir"), "{databases}");
     let schemas = psql(&server, "\\dn");
     assert!(schemas.contains("public"), "{schemas}");
+    // Roles and functions: weir has neither user-defined roles nor
+    // functions, so the lists are empty, but psql's queries run.
+    let roles = psql(&server, "\\du");
+    assert!(
+        roles.contains("List of roles") && !roles.contains("ERROR"),
+        "{roles}"
+    );
+    let functions = psql(&server, "\\df");
+    assert!(
+        functions.contains("List of functions") && functions.contains("(0 rows)"),
+        "{functions}"
+    );
 }
 
 /// Keys are visible the way Postgres shows them: NOT NULL key columns, an

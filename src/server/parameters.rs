@@ -11,9 +11,11 @@
 use std::sync::Arc;
 
 use arrow_pg::datatypes::df::deserialize_parameters;
+use bytes::Bytes;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
 use pgwire::api::portal::{Format, Portal};
+use pgwire::api::results::FieldFormat;
 use pgwire::api::stmt::StoredStatement;
 use pgwire::api::Type;
 use pgwire::error::PgWireResult;
@@ -22,6 +24,7 @@ use pgwire::messages::extendedquery::Bind;
 use super::response::to_pgwire;
 use crate::error::{sqlstate, WeirError};
 use crate::session::{bound_type, Prepared};
+use crate::stream::time_columns::with_seconds;
 
 /// Decodes every bound value of `portal`, in order.
 pub fn bound_values(portal: &Portal<Prepared>) -> PgWireResult<ParamValues> {
@@ -81,12 +84,18 @@ fn bound_value(
         Some(_) => None,
         None => Some(parameter_type),
     };
+    let format = portal.parameter_format.format_for(index);
+    let bytes =
+        match format == FieldFormat::Text && is_timestamp(client_type.as_ref(), parameter_type) {
+            true => completed_timestamp(bytes),
+            false => bytes.clone(),
+        };
     let single = Portal::try_new(
         &Bind::new(
             None,
             None,
-            vec![portal.parameter_format.format_for(index).value()],
-            vec![Some(bytes.clone())],
+            vec![format.value()],
+            vec![Some(bytes)],
             Vec::new(),
         ),
         Arc::new(StoredStatement::new(String::new(), (), vec![client_type])),
@@ -101,6 +110,24 @@ fn bound_value(
         .pop()
         .map(|value| value.value)
         .ok_or_else(|| to_pgwire(WeirError::internal("a bound value was not decoded")))
+}
+
+/// Whether a value is decoded as a timestamp: the client's type, or else
+/// the parameter's.
+fn is_timestamp(client_type: Option<&Type>, parameter_type: &DataType) -> bool {
+    match client_type {
+        Some(client_type) => *client_type == Type::TIMESTAMP || *client_type == Type::TIMESTAMPTZ,
+        None => matches!(parameter_type, DataType::Timestamp(..)),
+    }
+}
+
+/// Timestamp text written to the minute gains `:00` seconds, which
+/// Postgres accepts and the decoder does not.
+fn completed_timestamp(bytes: &Bytes) -> Bytes {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(with_seconds)
+        .map_or_else(|| bytes.clone(), Bytes::from)
 }
 
 /// The type the client gave `$index` in Parse; oid 0 (unspecified) and

@@ -126,7 +126,7 @@ fn counting(mut query: Box<ast::Query>) -> ast::Query {
 
 /// A plain `SELECT … FROM … WHERE …`: no grouping, aggregate, DISTINCT,
 /// limit, set operation or WITH that the count would see through.
-fn keeps_rows_when_counted(query: &ast::Query) -> bool {
+pub(super) fn keeps_rows_when_counted(query: &ast::Query) -> bool {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return false;
     };
@@ -178,7 +178,7 @@ fn empty_query() -> ast::Query {
     parse_query("SELECT 1")
 }
 
-fn parse_query(sql: &str) -> ast::Query {
+pub(super) fn parse_query(sql: &str) -> ast::Query {
     Parser::new(&PostgreSqlDialect {})
         .try_with_sql(sql)
         .and_then(|mut parser| parser.parse_query())

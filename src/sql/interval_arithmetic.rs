@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, IntervalMonthDayNanoArray};
 use datafusion::arrow::datatypes::{
-    DataType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalUnit,
+    DataType, Field, Float64Type, Int64Type, IntervalMonthDayNano, IntervalUnit,
 };
 use datafusion::common::{DFSchema, DataFusionError, Result};
-use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr::{Placeholder, ScalarFunction};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::{
     cast, ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
@@ -70,13 +70,20 @@ impl ExprPlanner for IntervalArithmeticPlanner {
             }
             _ => return Ok(PlannerResult::Original(expr)),
         };
-        let Some(factor_type) = number_type(factor) else {
-            return Ok(PlannerResult::Original(expr));
+        let factor = match factor {
+            // An untyped parameter is a double, as Postgres resolves it.
+            Expr::Placeholder(Placeholder { id, field: None }) => {
+                Expr::Placeholder(Placeholder::new_with_field(
+                    id.clone(),
+                    Some(Arc::new(Field::new("", DataType::Float64, true))),
+                ))
+            }
+            typed => match number_type(typed) {
+                Some(factor_type) => cast(typed.clone(), factor_type),
+                None => return Ok(PlannerResult::Original(expr)),
+            },
         };
-        let arguments = vec![
-            cast(interval.clone(), INTERVAL),
-            cast(factor.clone(), factor_type),
-        ];
+        let arguments = vec![cast(interval.clone(), INTERVAL), factor];
         Ok(PlannerResult::Planned(Expr::ScalarFunction(
             ScalarFunction::new_udf(function.clone(), arguments),
         )))

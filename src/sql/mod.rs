@@ -5,6 +5,7 @@
 
 mod alter_system;
 pub mod alter_table;
+mod array_subquery;
 pub mod checked_arithmetic;
 pub mod date_function;
 mod exists_value;

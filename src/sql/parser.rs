@@ -159,6 +159,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     // Before naming repeated columns: these two name the items they change.
     super::special_registers::rewrite(&mut statement);
     super::exists_value::rewrite(&mut statement);
+    super::array_subquery::rewrite(&mut statement);
     super::repeated_columns::name_repeated_columns(&mut statement);
     super::like_escape::rewrite(&mut statement);
     super::generate_subscripts::rewrite(&mut statement);

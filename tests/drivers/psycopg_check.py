@@ -33,6 +33,7 @@ def main(url):
                 assert cur.fetchall() == [(None, None)], binary
 
         check_null_and_typed_parameters(conn)
+        check_postgres_spellings(conn)
 
         # A failed statement raises with its SQLSTATE and the connection survives.
         try:
@@ -143,6 +144,27 @@ def check_null_and_typed_parameters(conn):
         (None, None, None, None),
     ], rows
     conn.execute("DROP TABLE psycopg_nulls")
+
+
+def check_postgres_spellings(conn):
+    """Values Postgres accepts from a client that Arrow's parsers do not."""
+    conn.execute("CREATE TABLE psycopg_minutes (i INT, ts TIMESTAMP)")
+    insert = "INSERT INTO psycopg_minutes VALUES (%s, %s)"
+    conn.execute(insert, (1, "2026-01-02 03:04"))
+    conn.execute(insert, (2, "2026-01-02T03:05"), prepare=True)
+    rows = conn.execute(
+        "SELECT i, ts FROM psycopg_minutes WHERE ts >= %s ORDER BY i", ("2026-01-02 03:04",)
+    ).fetchall()
+    assert rows == [
+        (1, datetime.datetime(2026, 1, 2, 3, 4)),
+        (2, datetime.datetime(2026, 1, 2, 3, 5)),
+    ], rows
+    conn.execute("DROP TABLE psycopg_minutes")
+    hour = datetime.timedelta(hours=1)
+    row = conn.execute("SELECT %s * interval '1 hour', interval '1 hour' / %s", (3, 4)).fetchone()
+    assert row == (3 * hour, hour / 4), row
+    row = conn.execute("SELECT current_user, session_user, user").fetchone()
+    assert row == ("weir",) * 3, row
 
 
 if __name__ == "__main__":

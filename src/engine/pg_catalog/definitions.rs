@@ -156,5 +156,12 @@ pub fn null_functions() -> Vec<ScalarUDF> {
             vec![DataType::Utf8, DataType::Utf8],
         ),
         null("col_description", vec![DataType::Int64, DataType::Int64]),
+        // weir has no COMMENT ON: every object's description is NULL.
+        null("obj_description", vec![DataType::Int64, DataType::Utf8]),
+        null("shobj_description", vec![DataType::Int64, DataType::Utf8]),
+        // pg_proc lists only built-in functions, which psql's `\df` leaves
+        // out; their signatures are not kept in the catalog.
+        null("pg_get_function_result", vec![DataType::Int64]),
+        null("pg_get_function_arguments", vec![DataType::Int64]),
     ]
 }

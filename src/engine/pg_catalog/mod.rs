@@ -21,7 +21,8 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::array::new_null_array;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{SchemaProvider, Session as DataFusionSession, TableProvider};
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -99,6 +100,19 @@ impl Correction {
                 ("indclass", oid.clone()),
                 ("indcollation", oid),
             ],
+            // Always NULL in the crate (no privileges); psql's `\dp` passes
+            // it to array_to_string.
+            Correction::Attribute => vec![("attacl", DataType::Utf8)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Columns Postgres has and the crate's table lacks, always NULL here
+    /// (psql's `\dp` reads `relacl`; weir has no privileges yet).
+    fn missing_columns(self) -> Vec<Field> {
+        let text_list = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
+        match self {
+            Correction::Class => vec![Field::new("relacl", text_list, true)],
             _ => Vec::new(),
         }
     }
@@ -155,10 +169,27 @@ impl fmt::Debug for CorrectedTable {
     }
 }
 
+impl CorrectedTable {
+    /// The crate's columns, with the text it gives for arrays as lists.
+    fn listed_schema(&self) -> SchemaRef {
+        rows::with_lists(&self.inner.schema(), &self.correction.lists())
+    }
+}
+
 #[async_trait]
 impl TableProvider for CorrectedTable {
     fn schema(&self) -> SchemaRef {
-        rows::with_lists(&self.inner.schema(), &self.correction.lists())
+        let listed = self.listed_schema();
+        let missing = self.correction.missing_columns();
+        if missing.is_empty() {
+            return listed;
+        }
+        let fields = listed
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .chain(missing);
+        Arc::new(Schema::new(fields.collect::<Vec<_>>()))
     }
 
     fn table_type(&self) -> TableType {
@@ -175,7 +206,7 @@ impl TableProvider for CorrectedTable {
         let plan = self.inner.scan(state, None, &[], None).await?;
         let batches = collect(plan, state.task_ctx()).await?;
         let batch = datafusion::arrow::compute::concat_batches(&self.inner.schema(), &batches)?;
-        let batch = rows::parse_lists(batch, &self.schema())?;
+        let batch = rows::parse_lists(batch, &self.listed_schema())?;
         let corrected = match self.catalog.upgrade() {
             Some(catalog) => {
                 let context = CatalogContext::load(&self.schema, state, catalog).await?;
@@ -189,6 +220,7 @@ impl TableProvider for CorrectedTable {
             }
             None => batch,
         };
+        let corrected = with_missing_columns(corrected, self.schema())?;
         let exec = MemorySourceConfig::try_new_exec(
             &[vec![corrected]],
             self.schema(),
@@ -196,4 +228,17 @@ impl TableProvider for CorrectedTable {
         )?;
         Ok(exec)
     }
+}
+
+/// `batch` with NULL columns appended up to `schema`.
+fn with_missing_columns(batch: RecordBatch, schema: SchemaRef) -> Result<RecordBatch> {
+    if batch.num_columns() == schema.fields().len() {
+        return Ok(batch);
+    }
+    let rows = batch.num_rows();
+    let mut columns = batch.columns().to_vec();
+    for field in &schema.fields()[columns.len()..] {
+        columns.push(new_null_array(field.data_type(), rows));
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
 }

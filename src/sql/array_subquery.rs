@@ -1,0 +1,207 @@
+//! `ARRAY(SELECT …)`, Postgres' array of a subquery's rows, which psql's
+//! `\du` and `\d+` and BI tools' catalog queries use and DataFusion does
+//! not plan ("Invalid function 'array'"). It becomes a scalar subquery
+//! aggregating the rows with `array_agg`, which DataFusion decorrelates
+//! when the subquery refers to the outer row: a plain `SELECT e FROM …
+//! WHERE … [ORDER BY o]` becomes `(SELECT array_agg(e ORDER BY o) FROM …
+//! WHERE …)`; anything else is aggregated whole, `(SELECT
+//! array_agg(array_rows.element) FROM (…) AS array_rows(element))`.
+//!
+//! One difference stays: over no rows Postgres gives an empty array and
+//! `array_agg` gives NULL.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    self, Expr, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArguments, Ident,
+    OrderByKind, SelectItem, SetExpr, TableFactor, TableWithJoins, VisitMut, VisitorMut,
+};
+
+use super::exists_value::{keeps_rows_when_counted, parse_query};
+
+pub fn rewrite(statement: &mut ast::Statement) {
+    let _ = statement.visit(&mut ArrayRewriter);
+}
+
+struct ArrayRewriter;
+
+impl VisitorMut for ArrayRewriter {
+    type Break = ();
+
+    /// Postgres names an unaliased `ARRAY(…)` column `array`.
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            for item in &mut select.projection {
+                if let SelectItem::UnnamedExpr(expr @ Expr::Function(_)) = item {
+                    if is_array_subquery(expr) {
+                        *item = SelectItem::ExprWithAlias {
+                            expr: expr.clone(),
+                            alias: Ident::new("array"),
+                        };
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if !is_array_subquery(expr) {
+            return ControlFlow::Continue(());
+        }
+        if let Expr::Function(function) = expr {
+            if let FunctionArguments::Subquery(query) = &function.args {
+                *expr = Expr::Subquery(Box::new(aggregated(query.clone())));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn is_array_subquery(expr: &Expr) -> bool {
+    let Expr::Function(function) = expr else {
+        return false;
+    };
+    let named_array = match function.name.0.as_slice() {
+        [name] => name.as_ident().is_some_and(|ident| {
+            ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("array")
+        }),
+        _ => false,
+    };
+    named_array && matches!(function.args, FunctionArguments::Subquery(_))
+}
+
+fn aggregated(mut query: Box<ast::Query>) -> ast::Query {
+    let order_by = query.order_by.take();
+    if keeps_rows_when_counted(&query) {
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            if let [SelectItem::UnnamedExpr(element)
+            | SelectItem::ExprWithAlias { expr: element, .. }] = select.projection.as_slice()
+            {
+                let mut ordering = match order_by.map(|order_by| order_by.kind) {
+                    Some(OrderByKind::Expressions(expressions)) => expressions,
+                    _ => Vec::new(),
+                };
+                // `ORDER BY 1` is the subquery's one column.
+                for order in &mut ordering {
+                    if order.expr.to_string() == "1" {
+                        order.expr = element.clone();
+                    }
+                }
+                let call = array_agg(element.clone(), ordering);
+                select.projection = vec![SelectItem::UnnamedExpr(call)];
+                return *query;
+            }
+        }
+    }
+    let outer_ordering = ordering_by_element(&query, order_by.as_ref());
+    query.order_by = order_by;
+    let mut outer =
+        parse_query("SELECT array_agg(array_rows.element) FROM (SELECT 1) AS array_rows(element)");
+    if let SetExpr::Select(select) = outer.body.as_mut() {
+        if let Some(TableWithJoins {
+            relation: TableFactor::Derived { subquery, .. },
+            ..
+        }) = select.from.first_mut()
+        {
+            *subquery = query;
+        }
+        if let Some(ordering) = outer_ordering {
+            select.projection = vec![SelectItem::UnnamedExpr(array_agg(
+                element_column(),
+                ordering,
+            ))];
+        }
+    }
+    outer
+}
+
+/// A subquery's ORDER BY as an order of `array_agg` outside it, when it
+/// orders by the one column (`ORDER BY 1` or the column's expression or
+/// name): a derived table's own order does not reach the aggregate.
+fn ordering_by_element(
+    query: &ast::Query,
+    order_by: Option<&ast::OrderBy>,
+) -> Option<Vec<ast::OrderByExpr>> {
+    let Some(OrderByKind::Expressions(expressions)) = order_by.map(|order_by| &order_by.kind)
+    else {
+        return None;
+    };
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let names: Vec<String> = match select.projection.as_slice() {
+        [SelectItem::UnnamedExpr(expr)] => vec![expr.to_string()],
+        [SelectItem::ExprWithAlias { expr, alias }] => vec![expr.to_string(), alias.to_string()],
+        _ => return None,
+    };
+    expressions
+        .iter()
+        .map(|order| {
+            let text = order.expr.to_string();
+            (text == "1" || names.contains(&text)).then(|| ast::OrderByExpr {
+                expr: element_column(),
+                ..order.clone()
+            })
+        })
+        .collect()
+}
+
+fn element_column() -> Expr {
+    Expr::CompoundIdentifier(vec![Ident::new("array_rows"), Ident::new("element")])
+}
+
+/// `array_agg(element ORDER BY ordering)`.
+fn array_agg(element: Expr, ordering: Vec<ast::OrderByExpr>) -> Expr {
+    let mut call = match parse_query("SELECT array_agg(1)").body.as_ref() {
+        SetExpr::Select(select) => match select.projection.first() {
+            Some(SelectItem::UnnamedExpr(Expr::Function(call))) => call.clone(),
+            _ => unreachable!("array_agg(1) is a call"),
+        },
+        _ => unreachable!("SELECT parses as a select"),
+    };
+    if let FunctionArguments::List(list) = &mut call.args {
+        list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(element))];
+        if !ordering.is_empty() {
+            list.clauses = vec![FunctionArgumentClause::OrderBy(ordering)];
+        }
+    }
+    Expr::Function(call)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    fn rewritten(sql: &str) -> String {
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .unwrap()
+            .remove(0);
+        rewrite(&mut statement);
+        statement.to_string()
+    }
+
+    #[test]
+    fn a_plain_subquery_aggregates_its_one_column_in_order() {
+        assert_eq!(
+            rewritten("SELECT r.name, ARRAY(SELECT m.role FROM m WHERE m.member = r.oid ORDER BY 1) FROM r"),
+            "SELECT r.name, (SELECT array_agg(m.role ORDER BY m.role) FROM m WHERE m.member = r.oid) AS array FROM r"
+        );
+    }
+
+    #[test]
+    fn other_subqueries_are_aggregated_whole() {
+        assert_eq!(
+            rewritten("SELECT ARRAY(SELECT DISTINCT a FROM t)"),
+            "SELECT (SELECT array_agg(array_rows.element) FROM (SELECT DISTINCT a FROM t) AS array_rows (element)) AS array"
+        );
+        assert_eq!(
+            rewritten("SELECT ARRAY(SELECT DISTINCT a FROM t ORDER BY a DESC)"),
+            "SELECT (SELECT array_agg(array_rows.element ORDER BY array_rows.element DESC) \
+             FROM (SELECT DISTINCT a FROM t ORDER BY a DESC) AS array_rows (element)) AS array"
+        );
+        assert_eq!(rewritten("SELECT ARRAY[1, 2]"), "SELECT ARRAY[1, 2]");
+    }
+}
