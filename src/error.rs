@@ -15,6 +15,7 @@ pub mod sqlstate {
     pub const UNDEFINED_OBJECT: &str = "42704";
     pub const INVALID_SCHEMA_NAME: &str = "3F000";
     pub const DUPLICATE_TABLE: &str = "42P07";
+    pub const DUPLICATE_SCHEMA: &str = "42P06";
     pub const DATATYPE_MISMATCH: &str = "42804";
     pub const WRONG_OBJECT_TYPE: &str = "42809";
     pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";

@@ -92,9 +92,15 @@ impl Engine {
             DdlStatement::DropView(drop) => {
                 self.drop_relation(&drop.name, drop.if_exists, RelationKind::View)
             }
-            DdlStatement::CreateCatalogSchema(_) | DdlStatement::CreateCatalog(_) => {
-                Err(WeirError::unsupported("CREATE SCHEMA is not supported")
-                    .with_hint("weir has one schema, public; create tables there."))
+            DdlStatement::CreateCatalogSchema(create) => {
+                create_schema(&create.schema_name, create.if_not_exists)
+            }
+            DdlStatement::DropCatalogSchema(drop) => {
+                drop_schema(drop.name.schema_name(), drop.if_exists)
+            }
+            DdlStatement::CreateCatalog(_) => {
+                Err(WeirError::unsupported("CREATE DATABASE is not supported")
+                    .with_hint("weir has one database, weir."))
             }
             DdlStatement::CreateExternalTable(_) => Err(WeirError::unsupported(
                 "CREATE EXTERNAL TABLE is not supported",
@@ -354,5 +360,50 @@ impl Engine {
         self.catalog
             .set_retention(&alter.table, alter.retention_ms)?;
         Ok(CommandDone::new("ALTER TABLE"))
+    }
+}
+
+/// The schemas weir has; tables and views live in `public`.
+const SCHEMAS: [&str; 4] = ["public", "weir_catalog", "pg_catalog", "information_schema"];
+
+/// `CREATE SCHEMA [IF NOT EXISTS] public` is what migration tools send
+/// first (Alembic, dbt): with IF NOT EXISTS it succeeds with Postgres'
+/// notice. A new schema is refused: weir has one schema for user objects.
+fn create_schema(name: &str, if_not_exists: bool) -> Result<CommandDone> {
+    let name = name.trim_matches('"');
+    match (SCHEMAS.contains(&name), if_not_exists) {
+        (true, true) => Ok(
+            CommandDone::new("CREATE SCHEMA").with_notice(Notice::info(&format!(
+                "schema \"{name}\" already exists, skipping"
+            ))),
+        ),
+        (true, false) => Err(WeirError::new(
+            sqlstate::DUPLICATE_SCHEMA,
+            format!("schema \"{name}\" already exists"),
+        )
+        .with_hint("Use CREATE SCHEMA IF NOT EXISTS to skip it.")),
+        (false, _) => Err(WeirError::unsupported(format!(
+            "CREATE SCHEMA {name}: weir has one schema for tables and views"
+        ))
+        .with_hint("Create tables and views in schema public.")),
+    }
+}
+
+fn drop_schema(name: &str, if_exists: bool) -> Result<CommandDone> {
+    let name = name.trim_matches('"');
+    match (SCHEMAS.contains(&name), if_exists) {
+        (true, _) => Err(
+            WeirError::unsupported(format!("schema \"{name}\" cannot be dropped"))
+                .with_hint("weir's schemas are fixed; drop the tables and views in it instead."),
+        ),
+        (false, true) => Ok(
+            CommandDone::new("DROP SCHEMA").with_notice(Notice::info(&format!(
+                "schema \"{name}\" does not exist, skipping"
+            ))),
+        ),
+        (false, false) => Err(WeirError::new(
+            sqlstate::INVALID_SCHEMA_NAME,
+            format!("schema \"{name}\" does not exist"),
+        )),
     }
 }
