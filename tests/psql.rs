@@ -97,12 +97,17 @@ fn psql_catalog_commands() {
     assert!(databases.contains("weir"), "{databases}");
     let schemas = psql(&server, "\\dn");
     assert!(schemas.contains("public"), "{schemas}");
-    // Roles and functions: weir has neither user-defined roles nor
-    // functions, so the lists are empty, but psql's queries run.
+    // Roles, types and functions: weir has no user-defined ones, so the
+    // lists are empty, but psql's queries run.
     let roles = psql(&server, "\\du");
     assert!(
         roles.contains("List of roles") && !roles.contains("ERROR"),
         "{roles}"
+    );
+    let types = psql(&server, "\\dT");
+    assert!(
+        types.contains("List of data types") && types.contains("(0 rows)"),
+        "{types}"
     );
     let functions = psql(&server, "\\df");
     assert!(

@@ -147,9 +147,11 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     let tokens = to_regtype_as_cast(tokens);
     let statement = if is_catalog_query(&tokens) {
         let mut statements = COMPATIBILITY.parse(&render(&tokens))?;
-        statements
+        let mut statement = statements
             .pop()
-            .ok_or_else(|| WeirError::syntax("empty statement"))?
+            .ok_or_else(|| WeirError::syntax("empty statement"))?;
+        super::catalog_lookups::rewrite(&mut statement);
+        statement
     } else {
         parse_tokens(tokens)?
     };

@@ -108,11 +108,16 @@ impl Correction {
     }
 
     /// Columns Postgres has and the crate's table lacks, always NULL here
-    /// (psql's `\dp` reads `relacl`; weir has no privileges yet).
+    /// (psql's `\dp` reads `relacl`; weir has no privileges yet, nor
+    /// storage options).
     fn missing_columns(self) -> Vec<Field> {
         let text_list = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
         match self {
-            Correction::Class => vec![Field::new("relacl", text_list, true)],
+            Correction::Class => vec![
+                Field::new("relacl", text_list.clone(), true),
+                // Storage options (SQLAlchemy's `get_indexes` reads them).
+                Field::new("reloptions", text_list, true),
+            ],
             _ => Vec::new(),
         }
     }
