@@ -262,14 +262,27 @@ fn timestamp_overflow(text: &str) -> Option<WeirError> {
     })
 }
 
+/// A cast of 'NaN' or '[-]Infinity' text to a decimal: Postgres' NUMERIC
+/// has these values, a Decimal128 does not.
+fn special_numeric(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.contains("to value of decimal")
+        && ["'nan'", "'infinity'", "'-infinity'", "'inf'", "'-inf'"]
+            .iter()
+            .any(|value| lower.contains(value))
+}
+
 fn arrow_error_to_weir(error: datafusion::arrow::error::ArrowError) -> WeirError {
     use datafusion::arrow::error::ArrowError;
     match error {
         ArrowError::DivideByZero => WeirError::new(sqlstate::DIVISION_BY_ZERO, "division by zero"),
         ArrowError::ExternalError(inner) => from_external(inner),
         ArrowError::CastError(text) | ArrowError::ParseError(text) => {
-            WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text)
-                .with_hint("Check the value against the column's type.")
+            let hint = match special_numeric(&text) {
+                true => "weir's NUMERIC holds no NaN or infinity; use DOUBLE PRECISION for them.",
+                false => "Check the value against the column's type.",
+            };
+            WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text).with_hint(hint)
         }
         ArrowError::ArithmeticOverflow(text) => {
             WeirError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, text)
@@ -315,6 +328,15 @@ mod tests {
         let inner = DataFusionError::NotImplemented("LATERAL".into());
         let error = WeirError::from(DataFusionError::Context("planning".into(), Box::new(inner)));
         assert_eq!(error.code, sqlstate::FEATURE_NOT_SUPPORTED);
+    }
+
+    #[test]
+    fn numeric_nan_says_to_use_double_precision() {
+        let error = WeirError::from(datafusion::arrow::error::ArrowError::CastError(
+            "Cannot cast string 'NaN' to value of Decimal128(38, 10) type".into(),
+        ));
+        assert_eq!(error.code, sqlstate::INVALID_TEXT_REPRESENTATION);
+        assert!(error.hint.unwrap_or_default().contains("DOUBLE PRECISION"));
     }
 
     #[test]

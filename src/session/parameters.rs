@@ -16,7 +16,8 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::expr::{Cast, Placeholder, TryCast};
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Values};
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Values};
 
 use crate::engine::sql_types::sql_type_name;
 use crate::error::{sqlstate, Result, WeirError};
@@ -40,6 +41,7 @@ pub(super) fn parameter_types(
     let mut types = planned_types(plan)?;
     if types.contains(&None) {
         infer_from_casts(plan, &mut types)?;
+        infer_from_any(plan, &mut types)?;
     }
     if types.contains(&None) {
         // Coercion fails on some statements it would reject later anyway;
@@ -142,6 +144,37 @@ fn infer_from_casts(plan: &LogicalPlan, types: &mut [Option<DataType>]) -> Resul
                 let slot = index.and_then(|index| types.get_mut(index));
                 if let (Some((_, data_type)), Some(slot @ None)) = (cast, slot) {
                     *slot = Some(data_type.clone()).filter(|data_type| !data_type.is_null());
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    Ok(())
+}
+
+/// `x = ANY($n)` (planned as `array_has($n, x)`): `$n` is an array of
+/// `x`'s type, as Postgres infers it (pgcli sends its relation kinds so).
+fn infer_from_any(plan: &LogicalPlan, types: &mut [Option<DataType>]) -> Result<()> {
+    plan.apply_with_subqueries(|node| {
+        let schema = merge_schema(&node.inputs());
+        node.apply_expressions(|expression| {
+            expression.apply(|expression| {
+                let Expr::ScalarFunction(call) = expression else {
+                    return Ok(TreeNodeRecursion::Continue);
+                };
+                let [Expr::Placeholder(Placeholder { id, field: None }), element] =
+                    call.args.as_slice()
+                else {
+                    return Ok(TreeNodeRecursion::Continue);
+                };
+                let slot = parameter_index(id)
+                    .ok()
+                    .and_then(|index| types.get_mut(index));
+                if let (true, Some(slot @ None), Ok(element_type)) =
+                    (call.name() == "array_has", slot, element.get_type(&schema))
+                {
+                    let item = Field::new("item", element_type, true);
+                    *slot = Some(DataType::List(Arc::new(item)));
                 }
                 Ok(TreeNodeRecursion::Continue)
             })

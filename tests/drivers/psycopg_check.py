@@ -165,6 +165,17 @@ def check_postgres_spellings(conn):
     assert row == (3 * hour, hour / 4), row
     row = conn.execute("SELECT current_user, session_user, user").fetchone()
     assert row == ("weir",) * 3, row
+    # `x = ANY(%s)` with a list: the parameter is an array of x's type
+    # (pgcli lists relations this way).
+    for binary in (False, True):
+        with conn.cursor(binary=binary) as cur:
+            cur.execute("SELECT 1 = ANY(%s), 5 = ANY(%s)", ([1, 2], [1, 2]))
+            assert cur.fetchone() == (True, False), binary
+            cur.execute(
+                "SELECT count(*) FROM pg_catalog.pg_class WHERE relkind = ANY(%s) AND relname = %s",
+                (["r", "m"], "psycopg_t"),
+            )
+            assert cur.fetchone() == (1,), binary
 
 
 if __name__ == "__main__":
