@@ -145,6 +145,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     }
     let (tokens, options) = stream_ddl::extract(tokens)?;
     let tokens = to_regtype_as_cast(tokens);
+    let tokens = regtype_text_as_format_type(tokens);
     let statement = if is_catalog_query(&tokens) {
         let mut statements = COMPATIBILITY.parse(&render(&tokens))?;
         let mut statement = statements
@@ -220,6 +221,64 @@ fn to_regtype_as_cast(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     rewritten
 }
 
+/// `name::regtype::text` (a type oid column shown as its type's name, as
+/// pgcli asks for `prorettype`) becomes `pg_catalog.format_type(name,
+/// NULL)`: the catalog parser's regtype cast keeps the oid, so its text
+/// would be a number. `name` is a column, possibly qualified.
+fn regtype_text_as_format_type(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let is_word = |token: &Token, value: &str| matches!(token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(value));
+    let is_cast_to_text = |window: &[TokenWithSpan]| {
+        window[0].token == Token::DoubleColon
+            && is_word(&window[1].token, "regtype")
+            && window[2].token == Token::DoubleColon
+            && is_word(&window[3].token, "text")
+    };
+    if !tokens.windows(4).any(is_cast_to_text) {
+        return tokens;
+    }
+    let mut rewritten: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut index = 0;
+    while index < tokens.len() {
+        if index + 4 <= tokens.len() && is_cast_to_text(&tokens[index..index + 4]) {
+            let operand_start = rewritten.len() - operand_length(&rewritten);
+            if operand_start < rewritten.len() {
+                let operand = rewritten.split_off(operand_start);
+                let word = |value: &str| TokenWithSpan::wrap(Token::make_word(value, None));
+                rewritten.extend([word("pg_catalog"), TokenWithSpan::wrap(Token::Period)]);
+                rewritten.extend([word("format_type"), TokenWithSpan::wrap(Token::LParen)]);
+                rewritten.extend(operand);
+                rewritten.extend([TokenWithSpan::wrap(Token::Comma), word("NULL")]);
+                rewritten.push(TokenWithSpan::wrap(Token::RParen));
+                index += 4;
+                continue;
+            }
+        }
+        rewritten.push(tokens[index].clone());
+        index += 1;
+    }
+    rewritten
+}
+
+/// How many tokens at the end of `tokens` form a (qualified) column name.
+fn operand_length(tokens: &[TokenWithSpan]) -> usize {
+    let mut length: usize = 0;
+    let mut expect_word = true;
+    for token in tokens.iter().rev() {
+        match (&token.token, expect_word) {
+            (Token::Word(_), true) => length += 1,
+            (Token::Period, false) => length += 1,
+            _ => break,
+        }
+        expect_word = !expect_word;
+    }
+    // A name ends in a word, never in a period.
+    if length % 2 == 0 {
+        length.saturating_sub(1)
+    } else {
+        length
+    }
+}
+
 fn is_catalog_query(tokens: &[TokenWithSpan]) -> bool {
     tokens.iter().any(|token| match &token.token {
         Token::Word(word) => {
@@ -247,6 +306,17 @@ mod tests {
         Tokenizer::new(&PostgreSqlDialect {}, sql)
             .tokenize_with_location()
             .unwrap()
+    }
+
+    #[test]
+    fn regtype_text_casts_become_format_type() {
+        let rewritten = render(&regtype_text_as_format_type(tokens(
+            "SELECT prorettype::regtype::text, p.proargtypes::regtype, x FROM pg_proc p",
+        )));
+        assert_eq!(
+            rewritten,
+            "SELECT pg_catalog.format_type(prorettype,NULL), p.proargtypes::regtype, x FROM pg_proc p"
+        );
     }
 
     #[test]

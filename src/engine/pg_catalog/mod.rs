@@ -74,6 +74,7 @@ enum Correction {
     Index,
     Views,
     MaterializedViews,
+    Procedure,
 }
 
 impl Correction {
@@ -85,6 +86,7 @@ impl Correction {
             "pg_index" => Correction::Index,
             "pg_views" => Correction::Views,
             "pg_matviews" => Correction::MaterializedViews,
+            "pg_proc" => Correction::Procedure,
             _ => return None,
         })
     }
@@ -103,6 +105,11 @@ impl Correction {
             // Always NULL in the crate (no privileges); psql's `\dp` passes
             // it to array_to_string.
             Correction::Attribute => vec![("attacl", DataType::Utf8)],
+            // Argument type oids (pgcli casts them to regtype[]).
+            Correction::Procedure => vec![
+                ("proargtypes", oid.clone()),
+                ("proallargtypes", oid.clone()),
+            ],
             _ => Vec::new(),
         }
     }
@@ -130,6 +137,7 @@ impl Correction {
             Correction::Index => keys::add_indexes(batch, context),
             Correction::Views => views::add_views(batch, context),
             Correction::MaterializedViews => views::add_materialized_views(batch, context),
+            Correction::Procedure => Ok(batch),
         }
     }
 }
