@@ -13,11 +13,12 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, Expr, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArguments, Ident,
-    OrderByKind, SelectItem, SetExpr, TableFactor, TableWithJoins, VisitMut, VisitorMut,
+    self, Expr, FunctionArguments, Ident, OrderByKind, SelectItem, SetExpr, TableFactor,
+    TableWithJoins, VisitMut, VisitorMut,
 };
 
-use super::exists_value::{keeps_rows_when_counted, parse_query};
+use super::ast_build::{call, name_items, parse_query};
+use super::exists_value::keeps_rows_when_counted;
 
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut ArrayRewriter);
@@ -31,16 +32,9 @@ impl VisitorMut for ArrayRewriter {
     /// Postgres names an unaliased `ARRAY(…)` column `array`.
     fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
         if let SetExpr::Select(select) = query.body.as_mut() {
-            for item in &mut select.projection {
-                if let SelectItem::UnnamedExpr(expr @ Expr::Function(_)) = item {
-                    if is_array_subquery(expr) {
-                        *item = SelectItem::ExprWithAlias {
-                            expr: expr.clone(),
-                            alias: Ident::new("array"),
-                        };
-                    }
-                }
-            }
+            name_items(&mut select.projection, |expr| {
+                is_array_subquery(expr).then_some("array")
+            });
         }
         ControlFlow::Continue(())
     }
@@ -88,7 +82,7 @@ fn aggregated(mut query: Box<ast::Query>) -> ast::Query {
                         order.expr = element.clone();
                     }
                 }
-                let call = array_agg(element.clone(), ordering);
+                let call = call("array_agg", vec![element.clone()], ordering);
                 select.projection = vec![SelectItem::UnnamedExpr(call)];
                 return *query;
             }
@@ -107,10 +101,8 @@ fn aggregated(mut query: Box<ast::Query>) -> ast::Query {
             *subquery = query;
         }
         if let Some(ordering) = outer_ordering {
-            select.projection = vec![SelectItem::UnnamedExpr(array_agg(
-                element_column(),
-                ordering,
-            ))];
+            let aggregate = call("array_agg", vec![element_column()], ordering);
+            select.projection = vec![SelectItem::UnnamedExpr(aggregate)];
         }
     }
     outer
@@ -149,24 +141,6 @@ fn ordering_by_element(
 
 fn element_column() -> Expr {
     Expr::CompoundIdentifier(vec![Ident::new("array_rows"), Ident::new("element")])
-}
-
-/// `array_agg(element ORDER BY ordering)`.
-fn array_agg(element: Expr, ordering: Vec<ast::OrderByExpr>) -> Expr {
-    let mut call = match parse_query("SELECT array_agg(1)").body.as_ref() {
-        SetExpr::Select(select) => match select.projection.first() {
-            Some(SelectItem::UnnamedExpr(Expr::Function(call))) => call.clone(),
-            _ => unreachable!("array_agg(1) is a call"),
-        },
-        _ => unreachable!("SELECT parses as a select"),
-    };
-    if let FunctionArguments::List(list) = &mut call.args {
-        list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(element))];
-        if !ordering.is_empty() {
-            list.clauses = vec![FunctionArgumentClause::OrderBy(ordering)];
-        }
-    }
-    Expr::Function(call)
 }
 
 #[cfg(test)]

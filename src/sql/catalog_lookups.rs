@@ -12,11 +12,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr,
-    Visit, VisitMut, Visitor, VisitorMut,
+    self, Expr, SelectItem, SetExpr, Visit, VisitMut, Visitor, VisitorMut,
 };
 
-use super::exists_value::parse_query;
+use super::ast_build::call;
 
 /// Aggregates a lookup may already use; a subquery with one is left alone.
 const AGGREGATES: &[&str] = &[
@@ -49,7 +48,7 @@ impl VisitorMut for LookupRewriter {
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         if let Expr::Subquery(query) = expr {
             if let Some(value) = lookup_value(query) {
-                let wrapped = first_value(value.clone());
+                let wrapped = call("first_value", vec![value.clone()], vec![]);
                 *value = wrapped;
             }
         }
@@ -102,20 +101,6 @@ fn aggregates(expr: &Expr) -> bool {
         }
     }
     expr.visit(&mut Aggregates).is_break()
-}
-
-fn first_value(value: Expr) -> Expr {
-    let mut call: Function = match parse_query("SELECT first_value(1)").body.as_ref() {
-        SetExpr::Select(select) => match select.projection.first() {
-            Some(SelectItem::UnnamedExpr(Expr::Function(call))) => call.clone(),
-            _ => unreachable!("first_value(1) is a call"),
-        },
-        _ => unreachable!("SELECT parses as a select"),
-    };
-    if let FunctionArguments::List(list) = &mut call.args {
-        list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(value))];
-    }
-    Expr::Function(call)
 }
 
 #[cfg(test)]

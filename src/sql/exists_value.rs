@@ -18,6 +18,8 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+use super::ast_build::parse_query;
+
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut SelectRewriter);
 }
@@ -176,14 +178,6 @@ fn count_star() -> Expr {
 
 fn empty_query() -> ast::Query {
     parse_query("SELECT 1")
-}
-
-pub(super) fn parse_query(sql: &str) -> ast::Query {
-    Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut parser| parser.parse_query())
-        .map(|query| *query)
-        .unwrap_or_else(|error| unreachable!("{sql}: {error}"))
 }
 
 #[cfg(test)]

@@ -11,9 +11,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, Expr, Function, FunctionArgumentList, FunctionArguments, Ident, ObjectName, SelectItem,
-    SetExpr, VisitMut, VisitorMut,
+    self, Expr, Function, FunctionArguments, SetExpr, VisitMut, VisitorMut,
 };
+
+use super::ast_build::{call, name_items};
 
 /// The per-session function `current_user`, `user` and `current_role` call.
 pub const CURRENT_USER_FUNCTION: &str = "current_user";
@@ -31,32 +32,19 @@ impl VisitorMut for RegisterRewriter {
 
     fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
         if let SetExpr::Select(select) = query.body.as_mut() {
-            name_register_items(&mut select.projection);
+            // `SELECT user` is a column named `user`, as in Postgres.
+            name_items(&mut select.projection, |expr| {
+                register(expr).map(|(name, _)| name)
+            });
         }
         ControlFlow::Continue(())
     }
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         if let Some((_, function)) = register(expr) {
-            *expr = call(function);
+            *expr = call(function, vec![], vec![]);
         }
         ControlFlow::Continue(())
-    }
-}
-
-/// `SELECT user` is a column named `user`, as in Postgres, not the name of
-/// the function it calls.
-fn name_register_items(projection: &mut [SelectItem]) {
-    for item in projection {
-        let SelectItem::UnnamedExpr(expr) = item else {
-            continue;
-        };
-        if let Some((name, _)) = register(expr) {
-            *item = SelectItem::ExprWithAlias {
-                expr: expr.clone(),
-                alias: Ident::new(name),
-            };
-        }
     }
 }
 
@@ -92,23 +80,6 @@ fn bare_call(function: &Function) -> bool {
         && function.filter.is_none()
         && function.over.is_none()
         && function.within_group.is_empty()
-}
-
-fn call(name: &str) -> Expr {
-    Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: vec![],
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
 }
 
 #[cfg(test)]
