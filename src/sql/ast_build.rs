@@ -58,3 +58,13 @@ pub fn name_items(projection: &mut [SelectItem], name_of: impl Fn(&Expr) -> Opti
         }
     }
 }
+
+/// `sql` after `rewrite`, as text (the rewrites' unit tests).
+#[cfg(test)]
+pub fn rewritten(sql: &str, rewrite: fn(&mut ast::Statement)) -> String {
+    let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+        .unwrap()
+        .remove(0);
+    rewrite(&mut statement);
+    statement.to_string()
+}

@@ -106,15 +106,9 @@ fn aggregates(expr: &Expr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .unwrap()
-            .remove(0);
-        rewrite(&mut statement);
-        statement.to_string()
+        crate::sql::ast_build::rewritten(sql, rewrite)
     }
 
     #[test]

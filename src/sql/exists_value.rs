@@ -185,11 +185,7 @@ mod tests {
     use super::*;
 
     fn rewritten(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .unwrap()
-            .remove(0);
-        rewrite(&mut statement);
-        statement.to_string()
+        crate::sql::ast_build::rewritten(sql, rewrite)
     }
 
     #[test]
