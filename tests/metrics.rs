@@ -4,9 +4,12 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
+
+use serde_json::Value;
 
 use common::{execute_all, TestServer};
 
@@ -136,4 +139,121 @@ async fn metrics_move_when_rows_arrive() {
     let (status, _) = request(port, &huge);
     assert_eq!(status, "HTTP/1.1 400 Bad Request");
     assert_eq!(scrape(port)["weir_view_rows{view=\"per_window\"}"], 1.0);
+}
+
+/// The Grafana dashboard in docker/ queries only families weir exports,
+/// through the datasource provisioned beside it: a renamed metric or
+/// datasource would otherwise leave its panels silently empty.
+#[tokio::test]
+async fn the_grafana_dashboard_queries_only_exported_metrics() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(
+        &temp.path().join("data"),
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--checkpoint-interval-ms",
+            "100",
+        ],
+    );
+    let client = server.connect().await;
+    // Closing a window gives the view a watermark, without which its lag
+    // families have no samples; the last row arrives late for that window.
+    execute_all(
+        &client,
+        &[
+            "CREATE TABLE bids (price BIGINT, ts TIMESTAMP, \
+             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)"
+                .to_string(),
+            "CREATE MATERIALIZED VIEW per_window AS \
+             SELECT window_start, window_end, COUNT(*) AS bids \
+             FROM TUMBLE(bids, ts, INTERVAL '10' SECOND) \
+             GROUP BY window_start, window_end EMIT ON WINDOW CLOSE"
+                .to_string(),
+            "INSERT INTO bids VALUES (10, '2024-01-01 00:00:01'), (20, '2024-01-01 00:00:15')"
+                .to_string(),
+            "INSERT INTO bids VALUES (30, '2024-01-01 00:00:02')".to_string(),
+        ],
+    )
+    .await;
+    let port = server
+        .metrics_port
+        .expect("the server names its metrics port");
+    // The checkpoint families have samples only once a periodic checkpoint
+    // has been taken.
+    let mut exported = HashSet::new();
+    for _ in 0..100 {
+        exported = scrape(port)
+            .keys()
+            .map(|series| series.split('{').next().unwrap().to_string())
+            .collect();
+        if exported.contains("weir_checkpoint_epoch") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    let grafana = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/grafana");
+    let dashboard = std::fs::read_to_string(grafana.join("dashboards/weir.json")).unwrap();
+    let dashboard: Value = serde_json::from_str(&dashboard).expect("the dashboard is JSON");
+    let datasources =
+        std::fs::read_to_string(grafana.join("provisioning/datasources/prometheus.yaml")).unwrap();
+    let uid = datasources
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("uid:"))
+        .expect("the provisioned datasource has a uid")
+        .trim()
+        .trim_matches(['"', '\'']);
+
+    let panels = query_panels(&dashboard);
+    assert!(panels.len() >= 10, "only {} panels", panels.len());
+    for panel in panels {
+        let title = &panel["title"];
+        assert_eq!(panel["datasource"]["uid"], uid, "panel {title}");
+        let targets = panel["targets"].as_array().expect("a panel has targets");
+        assert!(!targets.is_empty(), "panel {title} has no query");
+        for target in targets {
+            assert_eq!(target["datasource"]["uid"], uid, "panel {title}");
+            let expression = target["expr"].as_str().expect("a target has an expr");
+            for name in metric_names(expression) {
+                assert!(
+                    exported.contains(name),
+                    "panel {title} queries {name}, which weir does not export: {expression}"
+                );
+            }
+        }
+    }
+}
+
+/// Every panel but the rows, which only group others (a collapsed row
+/// holds its panels inside it).
+fn query_panels(dashboard: &Value) -> Vec<&Value> {
+    let mut panels = Vec::new();
+    for panel in dashboard["panels"]
+        .as_array()
+        .expect("the dashboard has panels")
+    {
+        if panel["type"] == "row" {
+            panels.extend(panel["panels"].as_array().into_iter().flatten());
+        } else {
+            panels.push(panel);
+        }
+    }
+    panels
+}
+
+/// The `weir_…` metric names in a PromQL expression.
+fn metric_names(expression: &str) -> Vec<&str> {
+    let in_name = |character: char| character.is_ascii_alphanumeric() || character == '_';
+    expression
+        .match_indices("weir_")
+        .filter(|(start, _)| !expression[..*start].ends_with(in_name))
+        .map(|(start, _)| {
+            let rest = &expression[start..];
+            let end = rest
+                .find(|character: char| !(character.is_ascii_lowercase() || character == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect()
 }
