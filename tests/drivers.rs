@@ -158,16 +158,38 @@ async fn repeated_output_names_are_reported_as_postgres_does() {
 
 fn run_python(script: &str, server: &TestServer) {
     let path = format!("{}/tests/drivers/{script}", env!("CARGO_MANIFEST_DIR"));
-    let output = std::process::Command::new("python3")
-        .arg(&path)
-        .arg(server.url())
+    run_check(
+        std::process::Command::new("python3")
+            .arg(&path)
+            .arg(server.url()),
+        "python3 -m pip install -r tests/drivers/requirements.txt",
+    );
+}
+
+/// Runs one driver's check program; `install` says how to get what it needs.
+fn run_check(command: &mut std::process::Command, install: &str) {
+    let output = command
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/drivers"))
         .output()
-        .expect("python3 must be installed to run the driver tests");
+        .unwrap_or_else(|error| panic!("{command:?} did not start ({error}); install: {install}"));
     assert!(
         output.status.success(),
-        "{script} failed (install its packages with: python3 -m pip install -r tests/drivers/requirements.txt)\nstdout:\n{}\nstderr:\n{}",
+        "{command:?} failed (its requirements: {install})\nstdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// node-postgres, the driver of most Node.js applications and of
+/// Metabase's and Grafana's JavaScript siblings.
+#[test]
+fn node_postgres_queries_types_transactions_and_pool() {
+    let server = TestServer::start();
+    run_check(
+        std::process::Command::new("node")
+            .arg("node_check.js")
+            .arg(server.url()),
+        "node and `npm ci --prefix tests/drivers`",
     );
 }
 

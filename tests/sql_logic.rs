@@ -161,11 +161,21 @@ fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) ->
                 postgres_timestamp(value.naive_utc(), "+00")
             }),
         Type::INTERVAL => cell(row.get::<_, Option<Interval>>(index)),
+        // int2vector and oidvector print their elements separated by spaces.
+        Type::INT2_VECTOR => vector(row.get::<_, Option<Vec<i16>>>(index)),
+        Type::OID_VECTOR => vector(row.get::<_, Option<Vec<u32>>>(index)),
         _ => match row.try_get::<_, Option<&str>>(index) {
             Ok(value) => text_cell(value),
             Err(_) => format!("<binary {column_type}: not rendered by the test harness>"),
         },
     }
+}
+
+fn vector<T: ToString>(elements: Option<Vec<T>>) -> String {
+    elements.map_or("NULL".to_string(), |elements| {
+        let texts: Vec<String> = elements.iter().map(T::to_string).collect();
+        texts.join(" ")
+    })
 }
 
 /// Postgres prints fractions of a second without trailing zeros.

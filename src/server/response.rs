@@ -9,12 +9,14 @@ use futures::{stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{FieldInfo, QueryResponse, Tag};
 use pgwire::api::ConnectionHandle;
+use pgwire::api::Type;
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 
 use super::cancel::cancellable;
-use super::text_format::render_text_columns;
+use super::text_format::{encoding_fields, render_text_columns};
+use crate::engine::pg_catalog::PG_TYPE_METADATA;
 use crate::engine::CommandDone;
 use crate::error::WeirError;
 
@@ -50,7 +52,31 @@ pub fn fields(
     format: &Format,
     options: Option<Arc<FormatOptions>>,
 ) -> PgWireResult<Vec<FieldInfo>> {
-    arrow_schema_to_pg_fields(schema, format, options)
+    let fields = arrow_schema_to_pg_fields(schema, format, options)?;
+    Ok(fields
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(info, field)| match vector_type(field.metadata()) {
+            Some(vector) => FieldInfo::new(
+                info.name().to_string(),
+                info.table_id(),
+                info.column_id(),
+                vector,
+                info.format(),
+            )
+            .with_format_options(info.format_options().clone()),
+            None => info,
+        })
+        .collect())
+}
+
+/// The vector type a catalog list column is sent as (`pg_index.indkey`).
+fn vector_type(metadata: &std::collections::HashMap<String, String>) -> Option<Type> {
+    match metadata.get(PG_TYPE_METADATA)?.as_str() {
+        "int2vector" => Some(Type::INT2_VECTOR),
+        "oidvector" => Some(Type::OID_VECTOR),
+        _ => None,
+    }
 }
 
 /// Streams record batches as data rows; nothing is collected in memory.
@@ -61,12 +87,13 @@ pub fn query_response(
     cancel: Option<Arc<ConnectionHandle>>,
 ) -> PgWireResult<QueryResponse> {
     let fields = Arc::new(fields(&batches.schema(), format, Some(options))?);
-    let row_fields = fields.clone();
+    let described = fields.clone();
+    let row_fields = Arc::new(encoding_fields(&fields));
     let rows = batches
         .map(move |batch| {
             let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {
                 Ok(batch) => {
-                    let batch = render_text_columns(batch, &row_fields);
+                    let batch = render_text_columns(batch, &described);
                     encode_recordbatch(row_fields.clone(), batch)
                 }
                 Err(error) => Box::new(std::iter::once(Err(to_pgwire(WeirError::from(error))))),

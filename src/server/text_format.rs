@@ -15,6 +15,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::arrow::record_batch::RecordBatch;
 use pgwire::api::results::{FieldFormat, FieldInfo};
+use pgwire::api::Type;
 
 fn rendered_here(data_type: &DataType) -> bool {
     matches!(
@@ -33,7 +34,8 @@ const UNCONSTRAINED_NUMERIC: DataType = DataType::Decimal128(38, 10);
 /// Replaces text-format float and time columns with their Postgres text.
 pub fn render_text_columns(batch: RecordBatch, fields: &[FieldInfo]) -> RecordBatch {
     let needs = batch.columns().iter().zip(fields).any(|(column, field)| {
-        field.format() == FieldFormat::Text && rendered_here(column.data_type())
+        field.format() == FieldFormat::Text
+            && (rendered_here(column.data_type()) || is_vector(field.datatype()))
     });
     if !needs {
         return batch;
@@ -45,6 +47,9 @@ pub fn render_text_columns(batch: RecordBatch, fields: &[FieldInfo]) -> RecordBa
         .map(|(column, field)| {
             if field.format() != FieldFormat::Text {
                 return column.clone();
+            }
+            if is_vector(field.datatype()) {
+                return vector_text(column).unwrap_or_else(|| column.clone());
             }
             match column.data_type() {
                 DataType::Float64 => {
@@ -90,6 +95,57 @@ pub fn render_text_columns(batch: RecordBatch, fields: &[FieldInfo]) -> RecordBa
             .collect::<Vec<_>>(),
     ));
     RecordBatch::try_new(schema, columns).unwrap_or(batch)
+}
+
+/// The fields rows are encoded with: a vector rendered as text here is
+/// encoded as plain text (pgwire would quote it as an array element), while
+/// the row description still announces the vector type.
+pub fn encoding_fields(fields: &[FieldInfo]) -> Vec<FieldInfo> {
+    let encoding = |field: &FieldInfo| {
+        FieldInfo::new(
+            field.name().to_string(),
+            field.table_id(),
+            field.column_id(),
+            Type::TEXT,
+            field.format(),
+        )
+        .with_format_options(field.format_options().clone())
+    };
+    fields
+        .iter()
+        .map(
+            |field| match field.format() == FieldFormat::Text && is_vector(field.datatype()) {
+                true => encoding(field),
+                false => field.clone(),
+            },
+        )
+        .collect()
+}
+
+fn is_vector(pg_type: &Type) -> bool {
+    pg_type == &Type::INT2_VECTOR || pg_type == &Type::OID_VECTOR
+}
+
+/// int2vector and oidvector print their elements separated by spaces
+/// (`1 3`), not as an array literal.
+fn vector_text(column: &ArrayRef) -> Option<ArrayRef> {
+    use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+    let lists = column.as_list_opt::<i32>()?;
+    let options = FormatOptions::default();
+    let rendered: StringArray = (0..lists.len())
+        .map(|row| {
+            lists.is_valid(row).then(|| {
+                let elements = lists.value(row);
+                let formatter = ArrayFormatter::try_new(elements.as_ref(), &options).ok();
+                let texts = (0..elements.len()).map(|index| match &formatter {
+                    Some(formatter) => formatter.value(index).to_string(),
+                    None => String::new(),
+                });
+                texts.collect::<Vec<_>>().join(" ")
+            })
+        })
+        .collect();
+    Some(Arc::new(rendered))
 }
 
 /// Arrow's display gives ISO text with a 'T' and all fraction digits (and

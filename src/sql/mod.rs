@@ -7,6 +7,7 @@ mod alter_system;
 pub mod alter_table;
 mod array_subquery;
 mod ast_build;
+mod catalog_compatibility;
 mod catalog_lookups;
 pub mod checked_arithmetic;
 pub mod date_function;

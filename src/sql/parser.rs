@@ -8,18 +8,15 @@
 //! Catalog queries sent by psql and BI tools (`pg_catalog`, `regclass`,
 //! `information_schema`, ...) go through datafusion-pg-catalog's compatibility
 //! parser, which rewrites Postgres-only constructs into ones DataFusion can
-//! plan. Its rewrites are meant for those catalog queries (one replaces
-//! unsupported projection subqueries with NULL), so ordinary user statements
+//! plan (`catalog_compatibility`). Its rewrites are meant for those catalog
+//! queries, so ordinary user statements
 //! are parsed by sqlparser unchanged: a user query never silently changes
 //! meaning.
-
-use std::sync::LazyLock;
 
 use datafusion::sql::sqlparser::ast;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
-use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 
 use super::materialized::{self, MaterializedView};
 use super::stream_ddl::{self, StreamOptions};
@@ -47,9 +44,6 @@ pub enum Statement {
     /// `ALTER TABLE t SET (retention = ...)` / `RESET (retention)`.
     AlterRetention(super::alter_table::AlterRetention),
 }
-
-static COMPATIBILITY: LazyLock<PostgresCompatibilityParser> =
-    LazyLock::new(PostgresCompatibilityParser::new);
 
 /// Words that mark a statement as a client's catalog query.
 const CATALOG_MARKERS: &[&str] = &[
@@ -147,10 +141,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     let tokens = to_regtype_as_cast(tokens);
     let tokens = regtype_text_as_format_type(tokens);
     let statement = if is_catalog_query(&tokens) {
-        let mut statements = COMPATIBILITY.parse(&render(&tokens))?;
-        let mut statement = statements
-            .pop()
-            .ok_or_else(|| WeirError::syntax("empty statement"))?;
+        let mut statement = super::catalog_compatibility::parse(&render(&tokens))?;
         super::catalog_lookups::rewrite(&mut statement);
         statement
     } else {

@@ -34,6 +34,8 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 use super::relations::Relations;
 use context::CatalogContext;
 pub use definitions::{functions as key_definition_functions, null_functions};
+use rows::ListColumn;
+pub use rows::PG_TYPE_METADATA;
 pub use views::{view_definition_function, OidNames};
 pub use visibility::{always_visible_functions, table_is_visible_function};
 
@@ -91,24 +93,26 @@ impl Correction {
         })
     }
 
-    /// The columns it turns from text into arrays, and their elements.
-    fn lists(self) -> Vec<(&'static str, DataType)> {
+    /// The columns it turns from text into arrays, their elements, and the
+    /// vector type a column is sent as.
+    fn lists(self) -> Vec<ListColumn> {
         let (int2, oid) = (DataType::Int16, DataType::Int32);
+        let (int2vector, oidvector) = (Some("int2vector"), Some("oidvector"));
         match self {
-            Correction::Constraint => vec![("conkey", int2.clone()), ("confkey", int2)],
+            Correction::Constraint => vec![("conkey", int2.clone(), None), ("confkey", int2, None)],
             Correction::Index => vec![
-                ("indkey", int2.clone()),
-                ("indoption", int2),
-                ("indclass", oid.clone()),
-                ("indcollation", oid),
+                ("indkey", int2.clone(), int2vector),
+                ("indoption", int2, int2vector),
+                ("indclass", oid.clone(), oidvector),
+                ("indcollation", oid, oidvector),
             ],
             // Always NULL in the crate (no privileges); psql's `\dp` passes
             // it to array_to_string.
-            Correction::Attribute => vec![("attacl", DataType::Utf8)],
+            Correction::Attribute => vec![("attacl", DataType::Utf8, None)],
             // Argument type oids (pgcli casts them to regtype[]).
             Correction::Procedure => vec![
-                ("proargtypes", oid.clone()),
-                ("proallargtypes", oid.clone()),
+                ("proargtypes", oid.clone(), oidvector),
+                ("proallargtypes", oid, None),
             ],
             _ => Vec::new(),
         }

@@ -41,16 +41,33 @@ pub fn list_type(element: &DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(element.clone(), true)))
 }
 
+/// The field metadata key naming the Postgres type a list column is sent
+/// as when it is not an array: `int2vector` or `oidvector`. Clients read
+/// those as space-separated text (SQLAlchemy splits `pg_index.indkey` on
+/// spaces), while SQL here still subscripts and unnests them as arrays.
+pub const PG_TYPE_METADATA: &str = "weir.pg_type";
+
+/// A list column's element type and, for a vector, its Postgres type name.
+pub type ListColumn = (&'static str, DataType, Option<&'static str>);
+
 /// `schema` with the named columns as arrays of the given element types
 /// (datafusion-pg-catalog keeps int2vector, oidvector and int2[] columns as
 /// text, which `unnest` cannot read).
-pub fn with_lists(schema: &SchemaRef, columns: &[(&str, DataType)]) -> SchemaRef {
+pub fn with_lists(schema: &SchemaRef, columns: &[ListColumn]) -> SchemaRef {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
         .map(
-            |field| match columns.iter().find(|(name, _)| name == field.name()) {
-                Some((_, element)) => Field::new(field.name(), list_type(element), true),
+            |field| match columns.iter().find(|(name, _, _)| name == field.name()) {
+                Some((_, element, vector)) => {
+                    let list = Field::new(field.name(), list_type(element), true);
+                    match vector {
+                        Some(pg_type) => list.with_metadata(
+                            [(PG_TYPE_METADATA.to_string(), pg_type.to_string())].into(),
+                        ),
+                        None => list,
+                    }
+                }
                 None => field.as_ref().clone(),
             },
         )
@@ -142,7 +159,7 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
         let texts = StringArray::from(vec![Some("[1, 2]"), Some("3 4"), None, Some("{5}")]);
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(texts)]).unwrap();
-        let listed = with_lists(&schema, &[("k", DataType::Int16)]);
+        let listed = with_lists(&schema, &[("k", DataType::Int16, None)]);
         let parsed = parse_lists(batch, &listed).unwrap();
         let six_seven = int_list(&[6, 7], &DataType::Int16).unwrap();
         let parsed = append(parsed, &[vec![("k", six_seven)]]).unwrap();

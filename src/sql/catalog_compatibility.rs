@@ -1,0 +1,103 @@
+//! Parsing clients' catalog queries with datafusion-pg-catalog's
+//! compatibility parser, minus one of its rules.
+//!
+//! The parser swaps whole queries it knows DataFusion cannot plan (psql's
+//! policy and publication lookups, pgcli's foreign keys) for equivalent
+//! ones, then applies its AST rules. One rule, `RemoveSubqueryFromProjection`,
+//! replaces every correlated subquery that is a select item by NULL: psql,
+//! SQLAlchemy and JDBC then read NULL where Postgres has a value (a type's
+//! name, a column's default), a wrong answer without an error. weir plans
+//! those lookups itself (`catalog_lookups`), so a query the parser did not
+//! swap gets every rule but that one; a swapped query keeps the parser's
+//! whole treatment, which its replacement text was written for.
+
+use std::sync::{Arc, LazyLock};
+
+use datafusion::sql::sqlparser::ast;
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion_pg_catalog::sql::rules::{
+    AliasDuplicatedProjectionRewrite, CurrentUserVariableToSessionUserFunctionCall,
+    FixArrayLiteral, FixVersionColumnName, PrependUnqualifiedPgTableName,
+    ResolveUnqualifiedIdentifier, RewriteArrayAnyAllOperation, RewritePgCatalogOperator,
+    RewriteRegCastToSubquery, SqlStatementRewriteRule, StripCallableQualifier, StripCollate,
+};
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+
+use crate::error::{Result, WeirError};
+
+static COMPATIBILITY: LazyLock<PostgresCompatibilityParser> =
+    LazyLock::new(PostgresCompatibilityParser::new);
+
+/// The parser's rules in its order, without `RemoveSubqueryFromProjection`.
+static RULES: LazyLock<Vec<Arc<dyn SqlStatementRewriteRule>>> = LazyLock::new(|| {
+    vec![
+        Arc::new(AliasDuplicatedProjectionRewrite),
+        Arc::new(ResolveUnqualifiedIdentifier),
+        Arc::new(RewriteArrayAnyAllOperation),
+        Arc::new(PrependUnqualifiedPgTableName),
+        Arc::new(StripCallableQualifier),
+        Arc::new(FixArrayLiteral),
+        Arc::new(CurrentUserVariableToSessionUserFunctionCall),
+        Arc::new(StripCollate),
+        Arc::new(RewritePgCatalogOperator),
+        Arc::new(RewriteRegCastToSubquery::new()),
+        Arc::new(FixVersionColumnName),
+    ]
+});
+
+/// One catalog statement, rewritten for DataFusion.
+pub fn parse(text: &str) -> Result<ast::Statement> {
+    let compatible = COMPATIBILITY
+        .parse(text)?
+        .pop()
+        .ok_or_else(|| WeirError::syntax("empty statement"))?;
+    let Ok(mut plain) = Parser::parse_sql(&PostgreSqlDialect {}, text) else {
+        return Ok(compatible);
+    };
+    let Some(plain) = plain.pop() else {
+        return Ok(compatible);
+    };
+    // Equal after all the rules: the parser did not swap the text.
+    if COMPATIBILITY.rewrite(plain.clone()) != compatible {
+        return Ok(compatible);
+    }
+    Ok(RULES
+        .iter()
+        .fold(plain, |statement, rule| rule.rewrite(statement)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn correlated_select_items_stay() {
+        let sql = "SELECT t.typname, (SELECT c.relkind FROM pg_catalog.pg_class c \
+                   WHERE c.oid = t.typrelid) AS kind FROM pg_catalog.pg_type t";
+        let parsed = parse(sql).unwrap().to_string();
+        assert!(parsed.contains("(SELECT c.relkind FROM"), "{parsed}");
+    }
+
+    #[test]
+    fn the_other_rules_still_apply() {
+        let parsed = parse("SELECT 'pg_class'::regclass, version()")
+            .unwrap()
+            .to_string();
+        assert!(!parsed.contains("regclass"), "{parsed}");
+        assert!(parsed.contains("AS version"), "{parsed}");
+    }
+
+    #[test]
+    fn swapped_queries_keep_the_parsers_text() {
+        // psql's extended-statistics lookup, which the parser replaces.
+        let sql = "SELECT oid, stxrelid::pg_catalog.regclass, \
+                   stxnamespace::pg_catalog.regnamespace::pg_catalog.text AS nsp, stxname, \
+                   pg_catalog.pg_get_statisticsobjdef_columns(oid) AS columns, \
+                   'd' = any(stxkind) AS ndist_enabled, 'f' = any(stxkind) AS deps_enabled, \
+                   'm' = any(stxkind) AS mcv_enabled, stxstattarget \
+                   FROM pg_catalog.pg_statistic_ext WHERE stxrelid = '16419' ORDER BY nsp, stxname";
+        let expected = COMPATIBILITY.parse(sql).unwrap().pop().unwrap();
+        assert_eq!(parse(sql).unwrap(), expected);
+    }
+}
