@@ -193,6 +193,20 @@ fn node_postgres_queries_types_transactions_and_pool() {
     );
 }
 
+/// pgjdbc's DatabaseMetaData: what DBeaver, Metabase and Tableau read.
+/// Java 11+ runs the one-file program without compiling it first.
+#[test]
+fn jdbc_database_metadata_describes_tables_keys_and_indexes() {
+    let server = TestServer::start();
+    let url = format!("jdbc:postgresql://127.0.0.1:{}/weir?user=weir", server.port);
+    run_check(
+        std::process::Command::new("java")
+            .args(["-cp", "/usr/share/java/postgresql.jar", "JdbcCheck.java"])
+            .arg(url),
+        "a JDK and Debian's libpostgresql-jdbc-java",
+    );
+}
+
 #[test]
 fn psycopg3_server_side_binding() {
     let server = TestServer::start();

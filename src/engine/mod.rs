@@ -263,6 +263,7 @@ fn register_system_tables(
     for function in pg_catalog::null_functions() {
         context.register_udf(function);
     }
+    context.register_udf(pg_catalog::expression_text_function());
     context.register_udf(pg_catalog::table_is_visible_function(&names));
     for function in pg_catalog::always_visible_functions() {
         context.register_udf(function);

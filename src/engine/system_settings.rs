@@ -73,6 +73,14 @@ impl Engine {
         }
     }
 
+    /// Every server-wide setting with its value (for `SHOW ALL`).
+    pub fn system_settings(&self) -> Vec<(String, String)> {
+        [CHECKPOINT_INTERVAL, MEMORY_LIMIT]
+            .into_iter()
+            .filter_map(|name| Some((name.to_string(), self.system_setting(name)?)))
+            .collect()
+    }
+
     /// `SHOW name` for a server-wide setting, if `name` is one.
     pub fn system_setting(&self, name: &str) -> Option<String> {
         match name {

@@ -103,3 +103,28 @@ impl ScalarUDFImpl for CurrentSetting {
         Ok(ColumnarValue::Array(Arc::new(values) as ArrayRef))
     }
 }
+
+/// The session's settings and the server-wide ones, as `SHOW ALL` and
+/// `pg_settings` list them.
+pub fn all_settings(settings: &Settings, engine: &Engine) -> Vec<(String, String)> {
+    let mut all = settings.all();
+    all.extend(engine.system_settings());
+    all.sort();
+    all
+}
+
+/// `pg_settings` reads the live settings through this.
+pub struct LiveSettings {
+    pub settings: Arc<Mutex<Settings>>,
+    pub engine: std::sync::Weak<Engine>,
+}
+
+impl crate::engine::pg_catalog::SettingsSource for LiveSettings {
+    fn rows(&self) -> Vec<(String, String)> {
+        let settings = self.settings.lock().unwrap_or_else(|p| p.into_inner());
+        match self.engine.upgrade() {
+            Some(engine) => all_settings(&settings, &engine),
+            None => settings.all(),
+        }
+    }
+}

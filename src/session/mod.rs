@@ -446,7 +446,7 @@ impl Session {
                 rows(schema, vec![vec![value]])
             }
             Utility::ShowAll => {
-                let all = self.settings().all();
+                let all = current_setting::all_settings(&self.settings(), &self.engine);
                 rows(
                     schema,
                     all.into_iter()

@@ -142,6 +142,12 @@ impl Built {
         // gate and the transaction block's pending writes here.
         state.config_mut().set_extension(handles.gate.clone());
         state.config_mut().set_extension(handles.pending.clone());
+        let live = super::current_setting::LiveSettings {
+            settings: handles.settings.clone(),
+            engine: Arc::downgrade(engine),
+        };
+        let rows = crate::engine::pg_catalog::SessionSettingRows(Arc::new(live));
+        state.config_mut().set_extension(Arc::new(rows));
         let current_setting = super::current_setting::function(handles.settings, engine);
         state.register_udf(Arc::new(current_setting))?;
         for function in super::current_user::functions(handles.user) {

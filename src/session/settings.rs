@@ -22,6 +22,8 @@ const KNOWN: &[(&str, &str, bool)] = &[
     ("intervalstyle", "postgres", true),
     ("lc_messages", "C", false),
     ("max_identifier_length", "63", false),
+    // Read-only in Postgres too; pgjdbc reads it before listing keys.
+    ("max_index_keys", "32", false),
     ("search_path", "public", false),
     ("server_encoding", "UTF8", true),
     ("server_version", SERVER_VERSION, true),
@@ -200,7 +202,8 @@ fn validate(name: &str, value: &str) -> Result<()> {
         | "server_version_num"
         | "server_encoding"
         | "integer_datetimes"
-        | "max_identifier_length" => Err(WeirError::new(
+        | "max_identifier_length"
+        | "max_index_keys" => Err(WeirError::new(
             "55P02",
             format!("parameter \"{name}\" cannot be changed"),
         )),

@@ -12,6 +12,7 @@ mod catalog_lookups;
 pub mod checked_arithmetic;
 pub mod date_function;
 mod exists_value;
+mod field_access;
 pub mod format_function;
 pub mod generate_subscripts;
 mod interval;

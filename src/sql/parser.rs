@@ -157,6 +157,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     super::repeated_columns::name_repeated_columns(&mut statement);
     super::like_escape::rewrite(&mut statement);
     super::generate_subscripts::rewrite(&mut statement);
+    super::field_access::rewrite(&mut statement);
     super::date_function::rewrite(&mut statement);
     super::to_char_pattern::rewrite(&mut statement)?;
     Ok(match options {

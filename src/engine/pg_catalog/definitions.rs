@@ -134,6 +134,45 @@ fn kind(key: &KeyConstraint) -> &'static str {
     }
 }
 
+/// `pg_get_expr(expression, relation [, pretty])`: weir's catalog keeps an
+/// expression as its SQL text (`pg_attrdef.adbin`), so this returns that
+/// text — and NULL for NULL, as Postgres does (the crate's version answers
+/// '' for everything, so pgjdbc saw a default on every column).
+pub fn expression_text_function() -> ScalarUDF {
+    use datafusion::logical_expr::{ScalarFunctionArgs, ScalarUDFImpl, Signature};
+    #[derive(Debug, PartialEq, Eq, Hash)]
+    struct ExpressionText {
+        signature: Signature,
+    }
+    impl ScalarUDFImpl for ExpressionText {
+        fn name(&self) -> &str {
+            "pg_get_expr"
+        }
+        fn signature(&self) -> &Signature {
+            &self.signature
+        }
+        fn return_type(&self, _: &[DataType]) -> datafusion::error::Result<DataType> {
+            Ok(DataType::Utf8)
+        }
+        fn invoke_with_args(
+            &self,
+            args: ScalarFunctionArgs,
+        ) -> datafusion::error::Result<ColumnarValue> {
+            let Some(expression) = args.args.first() else {
+                return Err(datafusion::error::DataFusionError::Plan(
+                    "pg_get_expr takes an expression and a relation".to_string(),
+                ));
+            };
+            let texts = expression.to_array(args.number_rows)?;
+            let texts = datafusion::arrow::compute::cast(&texts, &DataType::Utf8)?;
+            Ok(ColumnarValue::Array(texts))
+        }
+    }
+    ScalarUDF::new_from_impl(ExpressionText {
+        signature: Signature::variadic_any(Volatility::Stable),
+    })
+}
+
 /// Functions whose answer is always NULL in weir:
 /// `pg_get_serial_sequence(table, column)` (weir has no sequences;
 /// SQLAlchemy asks for every column) and `col_description(table, column)`

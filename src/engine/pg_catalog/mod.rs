@@ -8,11 +8,13 @@
 //! `getPrimaryKeys` and SQLAlchemy's `inspect()` read. Each wrapper scans
 //! the crate's table and corrects or adds rows.
 
+mod column_defaults;
 mod context;
 mod definitions;
 mod keys;
 mod pg_attribute;
 mod pg_class;
+mod pg_settings;
 mod rows;
 mod views;
 mod visibility;
@@ -33,7 +35,10 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 
 use super::relations::Relations;
 use context::CatalogContext;
-pub use definitions::{functions as key_definition_functions, null_functions};
+pub use definitions::{
+    expression_text_function, functions as key_definition_functions, null_functions,
+};
+pub use pg_settings::{SessionSettingRows, SettingsSource};
 use rows::ListColumn;
 pub use rows::PG_TYPE_METADATA;
 pub use views::{view_definition_function, OidNames};
@@ -77,6 +82,8 @@ enum Correction {
     Views,
     MaterializedViews,
     Procedure,
+    Settings,
+    AttributeDefaults,
 }
 
 impl Correction {
@@ -89,6 +96,8 @@ impl Correction {
             "pg_views" => Correction::Views,
             "pg_matviews" => Correction::MaterializedViews,
             "pg_proc" => Correction::Procedure,
+            "pg_settings" => Correction::Settings,
+            "pg_attrdef" => Correction::AttributeDefaults,
             _ => return None,
         })
     }
@@ -141,7 +150,8 @@ impl Correction {
             Correction::Index => keys::add_indexes(batch, context),
             Correction::Views => views::add_views(batch, context),
             Correction::MaterializedViews => views::add_materialized_views(batch, context),
-            Correction::Procedure => Ok(batch),
+            Correction::AttributeDefaults => column_defaults::add_defaults(batch, context),
+            Correction::Procedure | Correction::Settings => Ok(batch),
         }
     }
 }
@@ -224,6 +234,10 @@ impl TableProvider for CorrectedTable {
         let batches = collect(plan, state.task_ctx()).await?;
         let batch = datafusion::arrow::compute::concat_batches(&self.inner.schema(), &batches)?;
         let batch = rows::parse_lists(batch, &self.listed_schema())?;
+        let batch = match self.correction {
+            Correction::Settings => pg_settings::session_rows(batch, &self.listed_schema(), state)?,
+            _ => batch,
+        };
         let corrected = match self.catalog.upgrade() {
             Some(catalog) => {
                 let context = CatalogContext::load(&self.schema, state, catalog).await?;

@@ -2,7 +2,7 @@
 //! mapping, the one result columns use; datafusion-pg-catalog falls back to
 //! `text` for intervals and most arrays) and key columns NOT NULL.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
@@ -11,7 +11,24 @@ use datafusion::arrow::datatypes::{Int64Type, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::Result;
 
+use super::column_defaults::column_defaults;
 use super::context::{int64_column, text_column, CatalogContext};
+
+/// `atthasdef`: whether a `pg_attrdef` row names the column.
+fn has_defaults(batch: &RecordBatch, context: &CatalogContext) -> Result<ArrayRef> {
+    let defaults: HashSet<(i64, i64)> = column_defaults(context)
+        .into_iter()
+        .map(|(relation, column, _)| (relation, column))
+        .collect();
+    let relations = int64_column(batch, "attrelid")?;
+    let relations = relations.as_primitive::<Int64Type>();
+    let numbers = int64_column(batch, "attnum")?;
+    let numbers = numbers.as_primitive::<Int64Type>();
+    let flags: BooleanArray = (0..batch.num_rows())
+        .map(|row| Some(defaults.contains(&(relations.value(row), numbers.value(row)))))
+        .collect();
+    Ok(Arc::new(flags))
+}
 
 pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBatch> {
     let schema = batch.schema();
@@ -59,5 +76,8 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
     let types: ArrayRef = Arc::new(Int64Array::from(types));
     columns[types_at] = cast(&types, schema.field(types_at).data_type())?;
     columns[not_null_at] = Arc::new(BooleanArray::from(not_null));
+    if let Ok(has_default_at) = schema.index_of("atthasdef") {
+        columns[has_default_at] = has_defaults(&batch, context)?;
+    }
     Ok(RecordBatch::try_new(schema, columns)?)
 }
