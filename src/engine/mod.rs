@@ -265,6 +265,9 @@ fn register_system_tables(
     }
     context.register_udf(pg_catalog::expression_text_function());
     context.register_udf(pg_catalog::table_is_visible_function(&names));
+    for function in pg_catalog::size_functions(catalog, &names) {
+        context.register_udf(function);
+    }
     for function in pg_catalog::always_visible_functions() {
         context.register_udf(function);
     }

@@ -26,6 +26,7 @@ pub mod numeric_sum;
 mod output_names;
 mod parser;
 pub mod placeholders;
+mod regclass_cast;
 mod repeated_columns;
 pub mod special_registers;
 mod stream_ddl;

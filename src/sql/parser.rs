@@ -142,6 +142,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     let tokens = regtype_text_as_format_type(tokens);
     let statement = if is_catalog_query(&tokens) {
         let mut statement = super::catalog_compatibility::parse(&render(&tokens))?;
+        super::regclass_cast::rewrite(&mut statement);
         super::catalog_lookups::rewrite(&mut statement);
         statement
     } else {

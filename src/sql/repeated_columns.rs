@@ -6,8 +6,11 @@
 //! client sees Postgres's names.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr, Statement};
+use datafusion::sql::sqlparser::ast::{
+    Expr, Ident, Query, SelectItem, SetExpr, Statement, VisitMut, VisitorMut,
+};
 
 /// Separates the reported name from what makes an alias unique; a control
 /// character, so no name a user writes is mistaken for one of these.
@@ -27,6 +30,24 @@ pub fn name_repeated_columns(statement: &mut Statement) {
     }
 }
 
+/// An item's text as DataFusion names it: every subquery is `(<subquery>)`,
+/// so `(SELECT a) = 1, (SELECT b) = 1` share a name.
+fn planned_name(expr: &Expr) -> String {
+    struct MaskSubqueries;
+    impl VisitorMut for MaskSubqueries {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            if matches!(expr, Expr::Subquery(_)) {
+                *expr = Expr::Identifier(Ident::new("(<subquery>)"));
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut masked = expr.clone();
+    let _ = VisitMut::visit(&mut masked, &mut MaskSubqueries);
+    masked.to_string()
+}
+
 /// The name to report for an alias given here (None for any other alias).
 pub fn reported_name(alias: &str) -> Option<&str> {
     alias.split_once(MARKER).map(|(name, _)| name)
@@ -39,7 +60,7 @@ fn name_in_query(query: &mut Query) {
     let mut seen = HashSet::new();
     for (position, item) in select.projection.iter_mut().enumerate() {
         let key = match item {
-            SelectItem::UnnamedExpr(expr) => expr.to_string(),
+            SelectItem::UnnamedExpr(expr) => planned_name(expr),
             SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
             _ => continue,
         };

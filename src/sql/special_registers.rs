@@ -1,5 +1,6 @@
 //! Postgres' user registers written without parentheses: `user`,
-//! `current_user`, `current_role` and `session_user`. sqlparser reads the
+//! `current_user`, `current_role` and `session_user` (and likewise
+//! `current_catalog` and `current_schema`). sqlparser reads the
 //! first three keywords as calls without an argument list, which DataFusion
 //! plans as column references ("No field named user"); `current_role` is a
 //! plain identifier. Each becomes a call of the session's own
@@ -69,6 +70,9 @@ fn register(expr: &Expr) -> Option<(&'static str, &'static str)> {
         ("current_user", true) => Some(("current_user", CURRENT_USER_FUNCTION)),
         ("session_user", true) => Some(("session_user", SESSION_USER_FUNCTION)),
         ("current_role", false) => Some(("current_role", CURRENT_USER_FUNCTION)),
+        // Reserved words in Postgres, so never a column (Grafana, Metabase).
+        ("current_catalog", _) => Some(("current_catalog", "current_database")),
+        ("current_schema", _) => Some(("current_schema", "current_schema")),
         _ => None,
     }
 }

@@ -16,6 +16,7 @@ mod pg_attribute;
 mod pg_class;
 mod pg_settings;
 mod rows;
+mod sizes;
 mod views;
 mod visibility;
 
@@ -41,6 +42,7 @@ pub use definitions::{
 pub use pg_settings::{SessionSettingRows, SettingsSource};
 use rows::ListColumn;
 pub use rows::PG_TYPE_METADATA;
+pub use sizes::size_functions;
 pub use views::{view_definition_function, OidNames};
 pub use visibility::{always_visible_functions, table_is_visible_function};
 
