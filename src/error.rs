@@ -27,6 +27,7 @@ pub mod sqlstate {
     pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     pub const DATETIME_FIELD_OVERFLOW: &str = "22008";
     pub const DIVISION_BY_ZERO: &str = "22012";
+    pub const STRING_DATA_RIGHT_TRUNCATION: &str = "22001";
     pub const NOT_NULL_VIOLATION: &str = "23502";
     pub const UNIQUE_VIOLATION: &str = "23505";
     pub const DATA_EXCEPTION: &str = "22000";

@@ -86,7 +86,7 @@ async fn sigterm_shuts_down_cleanly_and_drops_are_durable() {
              INSERT INTO kept VALUES (1); INSERT INTO dropped VALUES (2);
              DROP TABLE dropped;
              CREATE TABLE copied AS SELECT id * 10 AS id FROM kept;
-             CREATE TABLE clicks (at TIMESTAMP, WATERMARK FOR at AS at - INTERVAL '5' SECOND) APPEND ONLY;",
+             CREATE TABLE clicks (at TIMESTAMP, code VARCHAR(2), WATERMARK FOR at AS at - INTERVAL '5' SECOND) APPEND ONLY;",
         )
         .await
         .unwrap();
@@ -132,6 +132,12 @@ async fn sigterm_shuts_down_cleanly_and_drops_are_durable() {
         .await
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 10);
+    // Declared lengths are kept across the restart (22001 past them).
+    let too_long = client
+        .batch_execute("INSERT INTO clicks VALUES (TIMESTAMP '2026-01-01 00:00:00', 'abc')")
+        .await
+        .unwrap_err();
+    assert_eq!(too_long.code().unwrap().code(), "22001");
     // Keys written before the restart still count.
     let duplicate = client
         .batch_execute("INSERT INTO kept VALUES (1)")

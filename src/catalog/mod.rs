@@ -90,6 +90,11 @@ pub struct WatermarkDefinition {
     pub processing_time: bool,
 }
 
+/// Field metadata of a `VARCHAR(n)` / `CHAR(n)` table column: its length
+/// limit in characters, and (for `CHAR(n)`) that it is blank-padded.
+pub const MAX_CHARACTERS_METADATA: &str = "weir.max_characters";
+pub const BLANK_PADDED_METADATA: &str = "weir.blank_padded";
+
 /// What DataFusion's CREATE TABLE planning tells us about a new table.
 pub struct TableParts {
     pub schema: SchemaRef,

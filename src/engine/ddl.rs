@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::TableReference;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{CreateMemoryTable, CreateView, DdlStatement, LogicalPlan};
@@ -15,7 +15,7 @@ use super::sql_types::create_table_sql;
 use super::Engine;
 use crate::catalog::{
     RelationDefinition, RelationKind, StreamDefinition, TableParts, WatermarkDefinition,
-    DATABASE_NAME, SCHEMA_NAME,
+    BLANK_PADDED_METADATA, DATABASE_NAME, MAX_CHARACTERS_METADATA, SCHEMA_NAME,
 };
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::StreamOptions;
@@ -138,7 +138,7 @@ impl Engine {
                 ))),
             );
         }
-        let parts = table_parts(create);
+        let parts = table_parts(create, sql);
         let is_create_as = !matches!(create.input.as_ref(), LogicalPlan::EmptyRelation(_));
         if !is_create_as {
             let stream = match stream {
@@ -210,8 +210,8 @@ impl Engine {
     pub(super) fn restore(&self, definition: RelationDefinition, plan: LogicalPlan) -> Result<()> {
         match (definition.kind, plan) {
             (RelationKind::Table, LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create))) => {
-                self.catalog
-                    .restore_table(definition, table_parts(&create))?;
+                let parts = table_parts(&create, &definition.sql);
+                self.catalog.restore_table(definition, parts)?;
                 Ok(())
             }
             (RelationKind::View, LogicalPlan::Ddl(DdlStatement::CreateView(create))) => self
@@ -291,9 +291,9 @@ async fn stream_definition(
     })
 }
 
-fn table_parts(create: &CreateMemoryTable) -> TableParts {
+fn table_parts(create: &CreateMemoryTable, sql: &str) -> TableParts {
     TableParts {
-        schema: Arc::new(create.input.schema().as_arrow().clone()),
+        schema: with_declared_lengths(create.input.schema().as_arrow(), sql),
         constraints: create.constraints.clone(),
         column_defaults: create
             .column_defaults
@@ -301,6 +301,31 @@ fn table_parts(create: &CreateMemoryTable) -> TableParts {
             .cloned()
             .collect::<HashMap<_, _>>(),
     }
+}
+
+/// The schema with each `VARCHAR(n)` / `CHAR(n)` column's limit in its
+/// field metadata (DataFusion plans them as plain text).
+fn with_declared_lengths(schema: &Schema, sql: &str) -> SchemaRef {
+    let lengths = crate::sql::character_lengths::declared_lengths(sql);
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let Some((_, declared)) = lengths.iter().find(|(name, _)| name == field.name()) else {
+                return field.as_ref().clone();
+            };
+            let mut metadata = field.metadata().clone();
+            metadata.insert(
+                MAX_CHARACTERS_METADATA.to_string(),
+                declared.characters.to_string(),
+            );
+            if declared.blank_padded {
+                metadata.insert(BLANK_PADDED_METADATA.to_string(), "true".to_string());
+            }
+            field.as_ref().clone().with_metadata(metadata)
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// The bare name of a relation in weir's one schema.

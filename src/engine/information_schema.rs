@@ -73,12 +73,16 @@ fn columns() -> String {
     format!(
         "SELECT current_database() AS table_catalog, n.nspname AS table_schema, \
          c.relname AS table_name, a.attname AS column_name, \
-         CAST(a.attnum AS INT) AS ordinal_position, CAST(NULL AS TEXT) AS column_default, \
+         CAST(a.attnum AS INT) AS ordinal_position, \
+         pg_get_expr(d.adbin, d.adrelid) AS column_default, \
          CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END AS is_nullable, \
          CASE WHEN t.typname LIKE '\\_%' ESCAPE '\\' THEN 'ARRAY' \
            ELSE format_type(a.atttypid, NULL) END AS data_type, \
-         CAST(NULL AS INT) AS character_maximum_length, \
-         CAST(NULL AS INT) AS character_octet_length, \
+         CAST(CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod > 4 \
+           THEN a.atttypmod - 4 END AS INT) AS character_maximum_length, \
+         CAST(CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod > 4 \
+           THEN 4 * (a.atttypmod - 4) WHEN t.typname = 'text' THEN 1073741824 END AS INT) \
+           AS character_octet_length, \
          CAST({NUMERIC_PRECISION} AS INT) AS numeric_precision, \
          CAST(CASE WHEN t.typname IN ('int2', 'int4', 'int8', 'float4', 'float8') THEN 2 \
            WHEN t.typname = 'numeric' THEN 10 END AS INT) AS numeric_precision_radix, \
@@ -95,6 +99,7 @@ fn columns() -> String {
          JOIN pg_catalog.pg_class c ON a.attrelid = c.oid \
          JOIN pg_catalog.pg_namespace n ON c.relnamespace = n.oid \
          JOIN pg_catalog.pg_type t ON a.atttypid = t.oid \
+         LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
          WHERE a.attnum > 0 AND c.relkind IN {LISTED_KINDS}"
     )
 }

@@ -9,6 +9,7 @@ mod array_subquery;
 mod ast_build;
 mod catalog_compatibility;
 mod catalog_lookups;
+pub mod character_lengths;
 pub mod checked_arithmetic;
 pub mod date_function;
 mod exists_value;

@@ -151,6 +151,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     // Before anything walks the tree recursively.
     super::limits::check_nesting(&statement)?;
     let mut statement = windows::rewrite(statement)?;
+    super::character_lengths::rewrite(&mut statement);
     // Before naming repeated columns: these two name the items they change.
     super::special_registers::rewrite(&mut statement);
     super::exists_value::rewrite(&mut statement);

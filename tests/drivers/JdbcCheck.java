@@ -17,7 +17,7 @@ public class JdbcCheck {
         try (Connection connection = DriverManager.getConnection(args[0])) {
             try (Statement statement = connection.createStatement()) {
                 statement.execute("CREATE TABLE jdbc_riders (id BIGINT, region TEXT NOT NULL, "
-                        + "email TEXT, score DOUBLE PRECISION DEFAULT 0, PRIMARY KEY (id, region))");
+                        + "email VARCHAR(80), score DOUBLE PRECISION DEFAULT 0, PRIMARY KEY (id, region))");
                 statement.execute("CREATE VIEW jdbc_emails AS SELECT email FROM jdbc_riders");
                 statement.execute("CREATE MATERIALIZED VIEW jdbc_per_region AS "
                         + "SELECT region, count(*) AS n FROM jdbc_riders GROUP BY region");
@@ -76,7 +76,7 @@ public class JdbcCheck {
         expect("columns", columns, List.of(
                 "id:int8:" + Types.BIGINT + ":NO:1:null",
                 "region:text:" + Types.VARCHAR + ":NO:2:null",
-                "email:text:" + Types.VARCHAR + ":YES:3:null",
+                "email:varchar:" + Types.VARCHAR + ":YES:3:null",
                 "score:float8:" + Types.DOUBLE + ":YES:4:0"));
         List<String> viewColumns = names(metadata.getColumns(null, "public", "jdbc_per_region", "%"), "COLUMN_NAME");
         expect("materialized view columns", viewColumns, List.of("region", "n"));

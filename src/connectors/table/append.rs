@@ -126,6 +126,7 @@ impl BulkWrite {
         let batch = RecordBatch::try_new(self.log.schema.clone(), batch.columns().to_vec())
             .map_err(|error| WeirError::from(DataFusionError::from(error)))?;
         let batch = self.log.stamp_arrival(batch)?;
+        super::character_limits::check(&batch)?;
         {
             let mut unique = self.log.unique.lock().unwrap_or_else(|p| p.into_inner());
             for (index, added) in unique.iter_mut().zip(&mut self.new_keys) {

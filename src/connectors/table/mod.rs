@@ -27,6 +27,7 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
 mod append;
+mod character_limits;
 mod clock;
 mod commit_gate;
 mod entries;

@@ -7,12 +7,32 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{Int64Type, SchemaRef};
+use datafusion::arrow::datatypes::{Field, Int64Type, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::Result;
 
 use super::column_defaults::column_defaults;
 use super::context::{int64_column, text_column, CatalogContext};
+use crate::catalog::{BLANK_PADDED_METADATA, MAX_CHARACTERS_METADATA};
+
+/// Postgres' varchar and bpchar.
+const VARCHAR_OID: i64 = 1043;
+const BPCHAR_OID: i64 = 1042;
+
+/// A `VARCHAR(n)` / `CHAR(n)` column's type oid and `atttypmod` (n + 4, as
+/// Postgres stores it).
+fn declared_character_type(field: &Field) -> Option<(i64, i64)> {
+    let characters: i64 = field
+        .metadata()
+        .get(MAX_CHARACTERS_METADATA)?
+        .parse()
+        .ok()?;
+    let oid = match field.metadata().contains_key(BLANK_PADDED_METADATA) {
+        true => BPCHAR_OID,
+        false => VARCHAR_OID,
+    };
+    Some((oid, characters + 4))
+}
 
 /// `atthasdef`: whether a `pg_attrdef` row names the column.
 fn has_defaults(batch: &RecordBatch, context: &CatalogContext) -> Result<ArrayRef> {
@@ -47,21 +67,38 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
     let by_oid = context.names_by_oid();
     let mut schemas: HashMap<i64, Option<SchemaRef>> = HashMap::new();
     let mut types = Vec::with_capacity(batch.num_rows());
+    let mut type_modifiers = Vec::with_capacity(batch.num_rows());
+    let modifiers_at = schema.index_of("atttypmod").ok();
+    let old_modifiers = match modifiers_at {
+        Some(_) => Some(int64_column(&batch, "atttypmod")?),
+        None => None,
+    };
+    let old_modifiers = old_modifiers
+        .as_ref()
+        .map(|m| m.as_primitive::<Int64Type>());
     let mut not_null = Vec::with_capacity(batch.num_rows());
     for row in 0..batch.num_rows() {
         let relation = relations.is_valid(row).then(|| relations.value(row));
         let name = names.is_valid(row).then(|| names.value(row));
-        let field_type = relation.zip(name).and_then(|(relation, name)| {
+        let field = relation.zip(name).and_then(|(relation, name)| {
             let schema = schemas.entry(relation).or_insert_with(|| {
                 let relation_name = by_oid.get(&relation)?;
                 Some(context.relations.provider(relation_name)?.schema())
             });
-            let field = schema.as_ref()?.field_with_name(name).ok()?;
-            arrow_pg::datatypes::into_pg_type(field.data_type()).ok()
+            schema.as_ref()?.field_with_name(name).ok().cloned()
         });
-        types.push(match field_type {
-            Some(pg_type) => Some(i64::from(pg_type.oid())),
-            None => old_types.is_valid(row).then(|| old_types.value(row)),
+        let declared = field.as_ref().and_then(declared_character_type);
+        let field_type = field
+            .as_ref()
+            .and_then(|field| arrow_pg::datatypes::into_pg_type(field.data_type()).ok());
+        types.push(match (declared, field_type) {
+            (Some((oid, _)), _) => Some(oid),
+            (None, Some(pg_type)) => Some(i64::from(pg_type.oid())),
+            (None, None) => old_types.is_valid(row).then(|| old_types.value(row)),
+        });
+        type_modifiers.push(match declared {
+            Some((_, modifier)) => Some(modifier),
+            None => old_modifiers.and_then(|m| m.is_valid(row).then(|| m.value(row))),
         });
         let keyed = context
             .keyed
@@ -76,6 +113,10 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
     let types: ArrayRef = Arc::new(Int64Array::from(types));
     columns[types_at] = cast(&types, schema.field(types_at).data_type())?;
     columns[not_null_at] = Arc::new(BooleanArray::from(not_null));
+    if let Some(modifiers_at) = modifiers_at {
+        let modifiers: ArrayRef = Arc::new(Int64Array::from(type_modifiers));
+        columns[modifiers_at] = cast(&modifiers, schema.field(modifiers_at).data_type())?;
+    }
     if let Ok(has_default_at) = schema.index_of("atthasdef") {
         columns[has_default_at] = has_defaults(&batch, context)?;
     }
