@@ -91,6 +91,17 @@ fn psql_catalog_commands() {
         );
     }
 
+    // The detailed forms: storage details, sizes (psql's \d+ and \dt+).
+    let detailed = psql(&server, "\\d+ trips");
+    assert!(
+        detailed.contains("Storage") && detailed.contains("started_at"),
+        "{detailed}"
+    );
+    let sized = psql(&server, "\\dt+");
+    assert!(
+        sized.contains("Size") && sized.contains("trips") && sized.contains("bytes"),
+        "{sized}"
+    );
     let views = psql(&server, "\\dv");
     assert!(views.contains("trip_cities"), "{views}");
     let databases = psql(&server, "\\l");

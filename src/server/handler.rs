@@ -265,6 +265,11 @@ impl SimpleQueryHandler for SessionHandler {
             Ok(statements) => statements,
             Err(error) => return Ok(vec![Response::Error(Box::new(error_info(&error)))]),
         };
+        if statements.is_empty() {
+            // Only comments: Postgres answers EmptyQueryResponse, which
+            // drivers wait for (psycopg: "got no result from the query").
+            return Ok(vec![Response::EmptyQuery]);
+        }
         let mut responses = Vec::with_capacity(statements.len());
         for statement in statements {
             let outcome = match self.session.prepare(statement).await {

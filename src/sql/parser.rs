@@ -141,6 +141,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     let tokens = to_regtype_as_cast(tokens);
     let tokens = regtype_text_as_format_type(tokens);
     let statement = if is_catalog_query(&tokens) {
+        let tokens = super::client_idioms::rewrite(tokens);
         let mut statement = super::catalog_compatibility::parse(&render(&tokens))?;
         super::regclass_cast::rewrite(&mut statement);
         super::catalog_lookups::rewrite(&mut statement);
@@ -156,6 +157,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     super::special_registers::rewrite(&mut statement);
     super::exists_value::rewrite(&mut statement);
     super::array_subquery::rewrite(&mut statement);
+    super::in_list_conditions::rewrite(&mut statement);
     super::repeated_columns::name_repeated_columns(&mut statement);
     super::like_escape::rewrite(&mut statement);
     super::generate_subscripts::rewrite(&mut statement);

@@ -35,6 +35,12 @@ def main(url):
         check_null_and_typed_parameters(conn)
         check_postgres_spellings(conn)
 
+        # A query of only comments gets EmptyQueryResponse, as in Postgres.
+        for empty in ("-- only a comment", "/* a comment */", ";"):
+            with conn.cursor() as cur:
+                cur.execute(empty)
+                assert cur.pgresult.status == psycopg.pq.ExecStatus.EMPTY_QUERY, empty
+
         # A failed statement raises with its SQLSTATE and the connection survives.
         try:
             conn.execute("SELECT * FROM psycopg_missing")
