@@ -221,6 +221,15 @@ fn sqlalchemy_connects_and_runs_core_statements() {
     run_python("sqlalchemy_check.py", &server);
 }
 
+/// Grafana's and Metabase's connect and sync queries (cited in
+/// tests/drivers/bi_queries.py; compared with Postgres in
+/// docs/bi-tool-queries.md) run, and key answers match Postgres.
+#[test]
+fn grafana_and_metabase_catalog_queries_run() {
+    let server = TestServer::start();
+    run_python("bi_queries_check.py", &server);
+}
+
 #[test]
 fn asyncpg_prepared_statements() {
     let server = TestServer::start();

@@ -36,7 +36,9 @@ fn open(directory: &Path) -> SledStore {
     for _ in 0..50 {
         match SledStore::open_with_segments(directory, 8 * 1024 * 1024, 16 * 1024) {
             Ok(store) => return store,
-            Err(error) if error.message.contains("lock") => {
+            // sled's lock error is reported as LOCKED_MESSAGE (the data
+            // directory "is in use by another process").
+            Err(error) if error.message.contains(LOCKED_MESSAGE) => {
                 std::thread::sleep(std::time::Duration::from_millis(20))
             }
             Err(error) => panic!("{error:?}"),
