@@ -102,6 +102,12 @@ fn psql_catalog_commands() {
         sized.contains("Size") && sized.contains("trips") && sized.contains("bytes"),
         "{sized}"
     );
+    // No privileges or policies yet, but the list runs and names the tables.
+    let privileges = psql(&server, "\\dp");
+    assert!(
+        privileges.contains("Access privileges") && privileges.contains("trips"),
+        "{privileges}"
+    );
     let views = psql(&server, "\\dv");
     assert!(views.contains("trip_cities"), "{views}");
     let databases = psql(&server, "\\l");
