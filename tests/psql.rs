@@ -9,6 +9,11 @@ use common::TestServer;
 
 /// Runs psql with `script` on standard input; returns stdout and stderr.
 fn psql(server: &TestServer, script: &str) -> String {
+    psql_as(server, "weir", script)
+}
+
+/// `psql` logged in as `user`.
+fn psql_as(server: &TestServer, user: &str, script: &str) -> String {
     let mut child = Command::new("psql")
         .args([
             "-X",
@@ -17,7 +22,7 @@ fn psql(server: &TestServer, script: &str) -> String {
             "-p",
             &server.port.to_string(),
             "-U",
-            "weir",
+            user,
             "-d",
             "weir",
         ])
@@ -114,13 +119,16 @@ fn psql_catalog_commands() {
     assert!(databases.contains("weir"), "{databases}");
     let schemas = psql(&server, "\\dn");
     assert!(schemas.contains("public"), "{schemas}");
-    // Roles, types and functions: weir has no user-defined ones, so the
-    // lists are empty, but psql's queries run.
-    let roles = psql(&server, "\\du");
+    // One role until weir has users: the one logged in, owning everything.
+    let roles = psql_as(&server, "analyst", "\\du");
     assert!(
-        roles.contains("List of roles") && !roles.contains("ERROR"),
+        roles.contains("List of roles") && roles.contains(" analyst ") && roles.contains("| Superuser"),
         "{roles}"
     );
+    let owned = psql_as(&server, "analyst", "\\dt trips");
+    assert!(owned.contains("| table | analyst"), "{owned}");
+    // Types and functions: weir has no user-defined ones, so the lists are
+    // empty, but psql's queries run.
     let types = psql(&server, "\\dT");
     assert!(
         types.contains("List of data types") && types.contains("(0 rows)"),

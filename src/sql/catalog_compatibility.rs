@@ -9,11 +9,14 @@
 //! name, a column's default), a wrong answer without an error. weir plans
 //! those lookups itself (`catalog_lookups`), so a query the parser did not
 //! swap gets every rule but that one; a swapped query keeps the parser's
-//! whole treatment, which its replacement text was written for.
+//! whole treatment, which its replacement text was written for. Relations
+//! weir adds to pg_catalog (`ADDED_CATALOG_RELATIONS`) are qualified like the
+//! crate's own, since `pg_catalog` is on every search path.
 
+use std::ops::ControlFlow;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::sql::sqlparser::ast;
+use datafusion::sql::sqlparser::ast::{self, Ident, ObjectName, ObjectNamePart, VisitMut};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion_pg_catalog::sql::rules::{
@@ -46,8 +49,17 @@ static RULES: LazyLock<Vec<Arc<dyn SqlStatementRewriteRule>>> = LazyLock::new(||
     ]
 });
 
+/// pg_catalog relations weir has and datafusion-pg-catalog has not.
+pub const ADDED_CATALOG_RELATIONS: [&str; 1] = ["pg_user"];
+
 /// One catalog statement, rewritten for DataFusion.
 pub fn parse(text: &str) -> Result<ast::Statement> {
+    let mut statement = rewritten(text)?;
+    let _ = statement.visit(&mut QualifyAddedRelations);
+    Ok(statement)
+}
+
+fn rewritten(text: &str) -> Result<ast::Statement> {
     let compatible = COMPATIBILITY
         .parse(text)?
         .pop()
@@ -67,6 +79,31 @@ pub fn parse(text: &str) -> Result<ast::Statement> {
         .fold(plain, |statement, rule| rule.rewrite(statement)))
 }
 
+/// `pg_user` → `pg_catalog.pg_user`.
+struct QualifyAddedRelations;
+
+impl ast::VisitorMut for QualifyAddedRelations {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut ast::TableFactor) -> ControlFlow<()> {
+        if let ast::TableFactor::Table {
+            name, args: None, ..
+        } = factor
+        {
+            if let [ObjectNamePart::Identifier(ident)] = name.0.as_slice() {
+                let added = ADDED_CATALOG_RELATIONS.iter().any(|added| {
+                    ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case(added)
+                });
+                if added {
+                    let schema = ObjectNamePart::Identifier(Ident::new("pg_catalog"));
+                    *name = ObjectName(vec![schema, name.0[0].clone()]);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +114,15 @@ mod tests {
                    WHERE c.oid = t.typrelid) AS kind FROM pg_catalog.pg_type t";
         let parsed = parse(sql).unwrap().to_string();
         assert!(parsed.contains("(SELECT c.relkind FROM"), "{parsed}");
+    }
+
+    #[test]
+    fn added_relations_are_qualified() {
+        let parsed = parse("SELECT usename FROM pg_user u JOIN \"pg_user\" q ON true")
+            .unwrap()
+            .to_string();
+        assert!(parsed.contains("FROM pg_catalog.pg_user u"), "{parsed}");
+        assert!(parsed.contains("JOIN \"pg_user\""), "{parsed}");
     }
 
     #[test]

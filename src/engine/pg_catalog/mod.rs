@@ -15,6 +15,7 @@ mod keys;
 mod pg_attribute;
 mod pg_class;
 mod pg_settings;
+mod roles;
 mod rows;
 mod sizes;
 mod views;
@@ -40,6 +41,7 @@ pub use definitions::{
     expression_text_function, functions as key_definition_functions, null_functions,
 };
 pub use pg_settings::{SessionSettingRows, SettingsSource};
+pub use roles::{user_by_id_function, SessionRole};
 use rows::ListColumn;
 pub use rows::PG_TYPE_METADATA;
 pub use sizes::size_functions;
@@ -86,6 +88,8 @@ enum Correction {
     Procedure,
     Settings,
     AttributeDefaults,
+    Roles,
+    Authid,
 }
 
 impl Correction {
@@ -100,6 +104,8 @@ impl Correction {
             "pg_proc" => Correction::Procedure,
             "pg_settings" => Correction::Settings,
             "pg_attrdef" => Correction::AttributeDefaults,
+            "pg_roles" => Correction::Roles,
+            "pg_authid" => Correction::Authid,
             _ => return None,
         })
     }
@@ -153,7 +159,7 @@ impl Correction {
             Correction::Views => views::add_views(batch, context),
             Correction::MaterializedViews => views::add_materialized_views(batch, context),
             Correction::AttributeDefaults => column_defaults::add_defaults(batch, context),
-            Correction::Procedure | Correction::Settings => Ok(batch),
+            _ => Ok(batch),
         }
     }
 }
@@ -161,10 +167,15 @@ impl Correction {
 #[async_trait]
 impl SchemaProvider for PgCatalogSchema {
     fn table_names(&self) -> Vec<String> {
-        self.inner.table_names()
+        let mut names = self.inner.table_names();
+        names.push(roles::USER_TABLE_NAME.to_string());
+        names
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if name == roles::USER_TABLE_NAME {
+            return Ok(Some(Arc::new(roles::UserTable::new())));
+        }
         let table = self.inner.table(name).await?;
         Ok(match (table, Correction::of(name)) {
             (Some(inner), Some(correction)) => Some(Arc::new(CorrectedTable {
@@ -179,7 +190,7 @@ impl SchemaProvider for PgCatalogSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.inner.table_exist(name)
+        name == roles::USER_TABLE_NAME || self.inner.table_exist(name)
     }
 }
 
@@ -238,6 +249,8 @@ impl TableProvider for CorrectedTable {
         let batch = rows::parse_lists(batch, &self.listed_schema())?;
         let batch = match self.correction {
             Correction::Settings => pg_settings::session_rows(batch, &self.listed_schema(), state)?,
+            Correction::Roles => roles::role_rows(batch, state)?,
+            Correction::Authid => roles::named_authid(batch, state)?,
             _ => batch,
         };
         let corrected = match self.catalog.upgrade() {
