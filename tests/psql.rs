@@ -122,7 +122,9 @@ fn psql_catalog_commands() {
     // One role until weir has users: the one logged in, owning everything.
     let roles = psql_as(&server, "analyst", "\\du");
     assert!(
-        roles.contains("List of roles") && roles.contains(" analyst ") && roles.contains("| Superuser"),
+        roles.contains("List of roles")
+            && roles.contains(" analyst ")
+            && roles.contains("| Superuser"),
         "{roles}"
     );
     let owned = psql_as(&server, "analyst", "\\dt trips");

@@ -95,6 +95,12 @@ pub struct WatermarkDefinition {
 pub const MAX_CHARACTERS_METADATA: &str = "weir.max_characters";
 pub const BLANK_PADDED_METADATA: &str = "weir.blank_padded";
 
+/// The field metadata key naming the Postgres type a list column is sent
+/// as when it is not an array: `int2vector` or `oidvector`. Clients read
+/// those as space-separated text (SQLAlchemy splits `pg_index.indkey` on
+/// spaces), while SQL here still subscripts and unnests them as arrays.
+pub const PG_TYPE_METADATA: &str = "weir.pg_type";
+
 /// What DataFusion's CREATE TABLE planning tells us about a new table.
 pub struct TableParts {
     pub schema: SchemaRef,

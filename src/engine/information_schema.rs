@@ -67,7 +67,8 @@ fn views() -> String {
 
 /// Precision of the numeric types Postgres reports one for.
 const NUMERIC_PRECISION: &str = "CASE t.typname WHEN 'int2' THEN 16 WHEN 'int4' THEN 32 \
-     WHEN 'int8' THEN 64 WHEN 'float4' THEN 24 WHEN 'float8' THEN 53 END";
+     WHEN 'int8' THEN 64 WHEN 'float4' THEN 24 WHEN 'float8' THEN 53 \
+     WHEN 'numeric' THEN CASE WHEN a.atttypmod >= 4 THEN ((a.atttypmod - 4) / 65536) % 65536 END END";
 
 fn columns() -> String {
     format!(
@@ -86,7 +87,8 @@ fn columns() -> String {
          CAST({NUMERIC_PRECISION} AS INT) AS numeric_precision, \
          CAST(CASE WHEN t.typname IN ('int2', 'int4', 'int8', 'float4', 'float8') THEN 2 \
            WHEN t.typname = 'numeric' THEN 10 END AS INT) AS numeric_precision_radix, \
-         CAST(CASE WHEN t.typname IN ('int2', 'int4', 'int8') THEN 0 END AS INT) \
+         CAST(CASE WHEN t.typname IN ('int2', 'int4', 'int8') THEN 0 \
+           WHEN t.typname = 'numeric' AND a.atttypmod >= 4 THEN (a.atttypmod - 4) % 65536 END AS INT) \
            AS numeric_scale, \
          CAST(CASE WHEN t.typname = 'date' THEN 0 \
            WHEN t.typname IN ('time', 'timetz', 'timestamp', 'timestamptz', 'interval') \

@@ -309,10 +309,17 @@ fn new_context() -> Result<SessionContext> {
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
     // Timestamps written to the minute (sql::timestamp_text).
     context.add_analyzer_rule(Arc::new(sql::timestamp_text::TimestampTextRule::default()));
+    // int2vector / oidvector as text: space-separated (sql::vector_text).
+    context.add_analyzer_rule(Arc::new(sql::vector_text::VectorTextRule));
     // interval * number and interval / number, planned before coercion.
     datafusion::execution::FunctionRegistry::register_expr_planner(
         &mut context,
         Arc::new(sql::interval_arithmetic::IntervalArithmeticPlanner::default()),
+    )?;
+    // boolean = 'f', the literal read as a boolean before coercion.
+    datafusion::execution::FunctionRegistry::register_expr_planner(
+        &mut context,
+        Arc::new(sql::boolean_text::BooleanTextPlanner),
     )?;
     setup_pg_catalog(&context, DATABASE_NAME, EmptyContextProvider)
         .map_err(|error| WeirError::internal(format!("cannot set up pg_catalog: {error}")))?;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
-use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::execution::SendableRecordBatchStream;
 use futures::{stream, StreamExt};
 use pgwire::api::portal::Format;
@@ -56,7 +56,7 @@ pub fn fields(
     Ok(fields
         .into_iter()
         .zip(schema.fields())
-        .map(|(info, field)| match vector_type(field.metadata()) {
+        .map(|(info, field)| match vector_type(field) {
             Some(vector) => FieldInfo::new(
                 info.name().to_string(),
                 info.table_id(),
@@ -70,9 +70,13 @@ pub fn fields(
         .collect())
 }
 
-/// The vector type a catalog list column is sent as (`pg_index.indkey`).
-fn vector_type(metadata: &std::collections::HashMap<String, String>) -> Option<Type> {
-    match metadata.get(PG_TYPE_METADATA)?.as_str() {
+/// The vector type a catalog list column is sent as (`pg_index.indkey`);
+/// none once it is no longer a list (the tag survives `indkey::text`).
+fn vector_type(field: &Field) -> Option<Type> {
+    if !matches!(field.data_type(), DataType::List(_)) {
+        return None;
+    }
+    match field.metadata().get(PG_TYPE_METADATA)?.as_str() {
         "int2vector" => Some(Type::INT2_VECTOR),
         "oidvector" => Some(Type::OID_VECTOR),
         _ => None,

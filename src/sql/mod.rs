@@ -7,6 +7,7 @@ mod alter_system;
 pub mod alter_table;
 mod array_subquery;
 mod ast_build;
+pub mod boolean_text;
 mod catalog_compatibility;
 mod catalog_lookups;
 pub mod character_lengths;
@@ -39,6 +40,7 @@ pub mod timestamp_text;
 pub mod to_char_pattern;
 mod tokens;
 pub mod units;
+pub mod vector_text;
 pub mod version;
 pub mod windows;
 

@@ -1,13 +1,14 @@
 //! `pg_attribute` with the column types weir sends over the wire (arrow-pg's
 //! mapping, the one result columns use; datafusion-pg-catalog falls back to
-//! `text` for intervals and most arrays) and key columns NOT NULL.
+//! `text` for intervals and most arrays), the modifiers of VARCHAR(n),
+//! CHAR(n) and NUMERIC(p, s), and key columns NOT NULL.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{Field, Int64Type, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::Result;
 
@@ -15,9 +16,26 @@ use super::column_defaults::column_defaults;
 use super::context::{int64_column, text_column, CatalogContext};
 use crate::catalog::{BLANK_PADDED_METADATA, MAX_CHARACTERS_METADATA};
 
-/// Postgres' varchar and bpchar.
+/// Postgres' varchar, bpchar and numeric.
 const VARCHAR_OID: i64 = 1043;
 const BPCHAR_OID: i64 = 1042;
+const NUMERIC_OID: i64 = 1700;
+
+/// How weir stores an unconstrained NUMERIC (no modifier in Postgres).
+const UNCONSTRAINED_NUMERIC: DataType = DataType::Decimal128(38, 10);
+
+/// A column's type oid and `atttypmod` where the type has a modifier:
+/// VARCHAR(n) / CHAR(n) and NUMERIC(p, s) (`format_type` and SQLAlchemy
+/// read the length, precision and scale from it).
+fn declared_type(field: &Field) -> Option<(i64, i64)> {
+    match field.data_type() {
+        DataType::Decimal128(precision, scale) if field.data_type() != &UNCONSTRAINED_NUMERIC => {
+            let modifier = (i64::from(*precision) << 16 | i64::from(*scale)) + 4;
+            Some((NUMERIC_OID, modifier))
+        }
+        _ => declared_character_type(field),
+    }
+}
 
 /// A `VARCHAR(n)` / `CHAR(n)` column's type oid and `atttypmod` (n + 4, as
 /// Postgres stores it).
@@ -87,7 +105,7 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
             });
             schema.as_ref()?.field_with_name(name).ok().cloned()
         });
-        let declared = field.as_ref().and_then(declared_character_type);
+        let declared = field.as_ref().and_then(declared_type);
         let field_type = field
             .as_ref()
             .and_then(|field| arrow_pg::datatypes::into_pg_type(field.data_type()).ok());

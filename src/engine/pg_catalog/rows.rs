@@ -41,11 +41,7 @@ pub fn list_type(element: &DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(element.clone(), true)))
 }
 
-/// The field metadata key naming the Postgres type a list column is sent
-/// as when it is not an array: `int2vector` or `oidvector`. Clients read
-/// those as space-separated text (SQLAlchemy splits `pg_index.indkey` on
-/// spaces), while SQL here still subscripts and unnests them as arrays.
-pub const PG_TYPE_METADATA: &str = "weir.pg_type";
+pub use crate::catalog::PG_TYPE_METADATA;
 
 /// A list column's element type and, for a vector, its Postgres type name.
 pub type ListColumn = (&'static str, DataType, Option<&'static str>);
