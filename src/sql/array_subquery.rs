@@ -6,9 +6,9 @@
 //! WHERE … [ORDER BY o]` becomes `(SELECT array_agg(e ORDER BY o) FROM …
 //! WHERE …)`; anything else is aggregated whole, `(SELECT
 //! array_agg(array_rows.element) FROM (…) AS array_rows(element))`.
-//!
-//! One difference stays: over no rows Postgres gives an empty array and
-//! `array_agg` gives NULL.
+//! Over no rows `array_agg` gives NULL where Postgres gives an empty array
+//! (`\du`'s "Member of" is `{}`), so the subquery is wrapped in
+//! `coalesce(…, make_array())`.
 
 use std::ops::ControlFlow;
 
@@ -45,7 +45,9 @@ impl VisitorMut for ArrayRewriter {
         }
         if let Expr::Function(function) = expr {
             if let FunctionArguments::Subquery(query) = &function.args {
-                *expr = Expr::Subquery(Box::new(aggregated(query.clone())));
+                let aggregated = Expr::Subquery(Box::new(aggregated(query.clone())));
+                let empty = call("make_array", vec![], vec![]);
+                *expr = call("coalesce", vec![aggregated, empty], vec![]);
             }
         }
         ControlFlow::Continue(())
@@ -155,7 +157,7 @@ mod tests {
     fn a_plain_subquery_aggregates_its_one_column_in_order() {
         assert_eq!(
             rewritten("SELECT r.name, ARRAY(SELECT m.role FROM m WHERE m.member = r.oid ORDER BY 1) FROM r"),
-            "SELECT r.name, (SELECT array_agg(m.role ORDER BY m.role) FROM m WHERE m.member = r.oid) AS array FROM r"
+            "SELECT r.name, coalesce((SELECT array_agg(m.role ORDER BY m.role) FROM m WHERE m.member = r.oid), make_array()) AS array FROM r"
         );
     }
 
@@ -163,12 +165,12 @@ mod tests {
     fn other_subqueries_are_aggregated_whole() {
         assert_eq!(
             rewritten("SELECT ARRAY(SELECT DISTINCT a FROM t)"),
-            "SELECT (SELECT array_agg(array_rows.element) FROM (SELECT DISTINCT a FROM t) AS array_rows (element)) AS array"
+            "SELECT coalesce((SELECT array_agg(array_rows.element) FROM (SELECT DISTINCT a FROM t) AS array_rows (element)), make_array()) AS array"
         );
         assert_eq!(
             rewritten("SELECT ARRAY(SELECT DISTINCT a FROM t ORDER BY a DESC)"),
-            "SELECT (SELECT array_agg(array_rows.element ORDER BY array_rows.element DESC) \
-             FROM (SELECT DISTINCT a FROM t ORDER BY a DESC) AS array_rows (element)) AS array"
+            "SELECT coalesce((SELECT array_agg(array_rows.element ORDER BY array_rows.element DESC) \
+             FROM (SELECT DISTINCT a FROM t ORDER BY a DESC) AS array_rows (element)), make_array()) AS array"
         );
         assert_eq!(rewritten("SELECT ARRAY[1, 2]"), "SELECT ARRAY[1, 2]");
     }
