@@ -408,7 +408,16 @@ impl Session {
                 let reported = self.settings().set(name, value.clone())?;
                 Ok(Outcome::Set(CommandDone::new("SET"), reported))
             }
-            Utility::SetTransaction => Ok(Outcome::Done(CommandDone::new("SET"))),
+            Utility::SetTransaction { default_isolation } => {
+                // What SHOW transaction_isolation answers outside a block
+                // follows the session's default, as in Postgres.
+                if let Some(level) = default_isolation {
+                    let mut settings = self.settings();
+                    settings.set("default_transaction_isolation", Some(level.clone()))?;
+                    settings.set("transaction_isolation", Some(level.clone()))?;
+                }
+                Ok(Outcome::Done(CommandDone::new("SET")))
+            }
             Utility::Reset { name: Some(name) } => {
                 let reported = self.settings().set(name, None)?;
                 Ok(Outcome::Set(CommandDone::new("RESET"), reported))

@@ -195,6 +195,7 @@ fn validate(name: &str, value: &str) -> Result<()> {
         "timezone" if datafusion_time_zone(value).parse::<Tz>().is_err() => {
             invalid("Use UTC, an offset such as +02:00, or an IANA name such as Europe/Paris.")
         }
+        "default_transaction_isolation" | "transaction_isolation" => check_isolation_level(value),
         "statement_timeout" if parse_milliseconds(value).is_none() => {
             invalid("Give milliseconds, or a number with a unit: 500ms, 30s, 5min.")
         }
@@ -211,6 +212,28 @@ fn validate(name: &str, value: &str) -> Result<()> {
     }
 }
 
+/// An isolation level weir gives: READ COMMITTED, and READ UNCOMMITTED,
+/// which Postgres also runs as READ COMMITTED. The stronger levels would
+/// be a promise weir does not keep (each statement reads what was
+/// committed before it started), so they are refused, not ignored.
+pub fn check_isolation_level(level: &str) -> Result<()> {
+    match level.to_ascii_lowercase().as_str() {
+        "read committed" | "read uncommitted" => Ok(()),
+        "repeatable read" | "serializable" | "snapshot" => Err(WeirError::unsupported(format!(
+            "isolation level {} is not supported",
+            level.to_ascii_uppercase()
+        ))
+        .with_hint(
+            "weir runs every transaction at READ COMMITTED: each statement sees the rows committed before it started.",
+        )),
+        _ => Err(WeirError::new(
+            sqlstate::INVALID_PARAMETER_VALUE,
+            format!("invalid value for parameter \"transaction_isolation\": \"{level}\""),
+        )
+        .with_hint("Use 'read committed' or 'read uncommitted'.")),
+    }
+}
+
 fn unknown_parameter(name: &str) -> WeirError {
     WeirError::new(
         sqlstate::UNDEFINED_PARAMETER,
@@ -222,6 +245,29 @@ fn unknown_parameter(name: &str) -> WeirError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn isolation_levels_weir_cannot_give_are_refused() {
+        let mut settings = Settings::default();
+        settings
+            .set(
+                "default_transaction_isolation",
+                Some("read uncommitted".into()),
+            )
+            .unwrap();
+        assert_eq!(
+            settings.get("default_transaction_isolation").unwrap(),
+            "read uncommitted"
+        );
+        let refused = settings
+            .set("transaction_isolation", Some("serializable".into()))
+            .unwrap_err();
+        assert_eq!(refused.code, "0A000");
+        let invalid = settings
+            .set("transaction_isolation", Some("sloppy".into()))
+            .unwrap_err();
+        assert_eq!(invalid.code, sqlstate::INVALID_PARAMETER_VALUE);
+    }
 
     #[test]
     fn set_and_show_round_trip() {

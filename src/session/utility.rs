@@ -31,7 +31,11 @@ pub enum Utility {
         name: String,
         value: Option<String>,
     },
-    SetTransaction,
+    /// `SET [SESSION CHARACTERISTICS AS] TRANSACTION …`: with SESSION, the
+    /// isolation level later transactions get (None: nothing to keep).
+    SetTransaction {
+        default_isolation: Option<String>,
+    },
     /// `RESET name` (Some) or `RESET ALL` (None).
     Reset {
         name: Option<String>,
@@ -86,7 +90,12 @@ impl Utility {
 /// Recognises a utility statement; `None` means "plan it with DataFusion".
 pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
     let utility = match statement {
-        ast::Statement::StartTransaction { .. } => Utility::Begin,
+        ast::Statement::StartTransaction { modes, .. } => {
+            if let Some(level) = isolation_level(modes) {
+                super::settings::check_isolation_level(&level)?;
+            }
+            Utility::Begin
+        }
         ast::Statement::Rollback { chain: true, .. }
         | ast::Statement::Commit { chain: true, .. } => {
             return Err(WeirError::unsupported("AND CHAIN is not supported")
@@ -182,10 +191,26 @@ fn classify_set(set: &Set) -> Result<Utility> {
             name: "timezone".to_string(),
             value: setting_value(std::slice::from_ref(value)),
         }),
-        // Every statement runs on its own, so isolation levels do not apply.
-        Set::SetTransaction { .. } => Ok(Utility::SetTransaction),
+        Set::SetTransaction { modes, session, .. } => {
+            let level = isolation_level(modes);
+            if let Some(level) = &level {
+                super::settings::check_isolation_level(level)?;
+            }
+            Ok(Utility::SetTransaction {
+                default_isolation: level.filter(|_| *session),
+            })
+        }
         other => Err(WeirError::unsupported(format!("{other} is not supported"))),
     }
+}
+
+/// The isolation level named among transaction modes, lower case as
+/// Postgres shows it (`read committed`).
+fn isolation_level(modes: &[ast::TransactionMode]) -> Option<String> {
+    modes.iter().rev().find_map(|mode| match mode {
+        ast::TransactionMode::IsolationLevel(level) => Some(level.to_string().to_ascii_lowercase()),
+        ast::TransactionMode::AccessMode(_) => None,
+    })
 }
 
 /// Renders SET's value list the way Postgres stores it; DEFAULT is None.
