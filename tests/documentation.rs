@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use common::TestServer;
 
@@ -59,39 +58,6 @@ fn expected_errors(script: &str) -> usize {
         .count()
 }
 
-fn run_psql(server: &TestServer, script: &str) -> String {
-    let mut child = Command::new("psql")
-        .args(["-X", "-h", "127.0.0.1", "-p", &server.port.to_string()])
-        .args([
-            "-U",
-            "weir",
-            "-d",
-            "weir",
-            "-v",
-            "ON_ERROR_STOP=0",
-            "-P",
-            "pager=off",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("psql must be installed (Debian package postgresql-client)");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 fn check_file(relative: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     let markdown = std::fs::read_to_string(&path).unwrap();
@@ -100,7 +66,7 @@ fn check_file(relative: &str) {
         return;
     }
     let server = TestServer::start();
-    let output = run_psql(&server, &script);
+    let output = common::psql_script(&server, "weir", &script);
     let errors: Vec<&str> = output
         .lines()
         .filter(|line| line.contains("ERROR:"))

@@ -3,48 +3,15 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::TestServer;
 
-/// Runs psql with `script` on standard input; returns stdout and stderr.
+/// Runs psql as `weir` with `script` on standard input.
 fn psql(server: &TestServer, script: &str) -> String {
     psql_as(server, "weir", script)
 }
 
-/// `psql` logged in as `user`.
 fn psql_as(server: &TestServer, user: &str, script: &str) -> String {
-    let mut child = Command::new("psql")
-        .args([
-            "-X",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &server.port.to_string(),
-            "-U",
-            user,
-            "-d",
-            "weir",
-        ])
-        .args(["-v", "ON_ERROR_STOP=0", "-P", "pager=off"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("psql must be installed (Debian package postgresql-client)");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
+    common::psql_script(server, user, script)
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod checked_arithmetic;
 mod client_idioms;
 pub mod date_function;
 mod exists_value;
+pub mod expression_walk;
 mod field_access;
 pub mod format_function;
 pub mod generate_subscripts;

@@ -13,17 +13,16 @@ use datafusion::arrow::array::{Array, ArrayRef, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF,
     ScalarUDFImpl, Signature, TryCast, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 
+use super::expression_walk::rewrite_every_expression;
 use crate::stream::time_columns::with_seconds;
 
 #[derive(Debug)]
@@ -47,18 +46,7 @@ impl AnalyzerRule for TimestampTextRule {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        Ok(plan
-            .transform_up_with_subqueries(|plan| {
-                let schema = merge_schema(&plan.inputs());
-                let names = NamePreserver::new(&plan);
-                plan.map_expressions(|expr| {
-                    let name = names.save(&expr);
-                    Ok(expr
-                        .transform_up(|expr| self.rewrite(expr, &schema))?
-                        .update_data(|expr| name.restore(expr)))
-                })
-            })?
-            .data)
+        rewrite_every_expression(plan, |expr, schema| self.rewrite(expr, schema))
     }
 }
 

@@ -7,15 +7,14 @@
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result};
 use datafusion::functions_nested::string::array_to_string_udf;
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{lit, Cast, Expr, ExprSchemable, LogicalPlan, TryCast};
 use datafusion::optimizer::AnalyzerRule;
 
+use super::expression_walk::rewrite_every_expression;
 use crate::catalog::PG_TYPE_METADATA;
 
 #[derive(Debug, Default)]
@@ -27,18 +26,7 @@ impl AnalyzerRule for VectorTextRule {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        Ok(plan
-            .transform_up_with_subqueries(|plan| {
-                let schema = merge_schema(&plan.inputs());
-                let names = NamePreserver::new(&plan);
-                plan.map_expressions(|expr| {
-                    let name = names.save(&expr);
-                    Ok(expr
-                        .transform_up(|expr| rewrite(expr, &schema))?
-                        .update_data(|expr| name.restore(expr)))
-                })
-            })?
-            .data)
+        rewrite_every_expression(plan, rewrite)
     }
 }
 

@@ -233,3 +233,35 @@ impl Lcg {
         (self.0 >> 33) % bound
     }
 }
+
+/// Runs psql, logged in as `user`, with `script` on standard input (errors
+/// do not stop it); returns stdout and stderr together.
+pub fn psql_script(server: &TestServer, user: &str, script: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("psql")
+        .args(["-X", "-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .args([
+            "-U",
+            user,
+            "-d",
+            "weir",
+            "-v",
+            "ON_ERROR_STOP=0",
+            "-P",
+            "pager=off",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("psql must be installed (Debian package postgresql-client)");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(script.as_bytes()).unwrap();
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}

@@ -7,15 +7,14 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{internal_err, DFSchema, Result};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 
 use super::function::{Arithmetic, CheckedArithmetic};
+use crate::sql::expression_walk::rewrite_every_expression;
 
 #[derive(Debug)]
 pub struct CheckedArithmeticRule {
@@ -40,24 +39,11 @@ impl AnalyzerRule for CheckedArithmeticRule {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        Ok(plan
-            .transform_up_with_subqueries(|plan| self.rewrite_plan(plan))?
-            .data)
+        rewrite_every_expression(plan, |expr, schema| self.rewrite_expr(expr, schema))
     }
 }
 
 impl CheckedArithmeticRule {
-    fn rewrite_plan(&self, plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
-        let schema = merge_schema(&plan.inputs());
-        let names = NamePreserver::new(&plan);
-        plan.map_expressions(|expr| {
-            let name = names.save(&expr);
-            Ok(expr
-                .transform_up(|expr| self.rewrite_expr(expr, &schema))?
-                .update_data(|expr| name.restore(expr)))
-        })
-    }
-
     fn rewrite_expr(&self, expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         let arithmetic = match &expr {
             Expr::BinaryExpr(binary) => Arithmetic::of_operator(binary.op),

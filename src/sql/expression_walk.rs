@@ -1,0 +1,28 @@
+//! The walk weir's analyzer rules share: every expression of every plan
+//! node, subqueries included, rewritten bottom-up against the schema of the
+//! node's inputs, each keeping the output name it had (a rewritten
+//! projection item would otherwise be renamed after its new expression).
+
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+
+pub fn rewrite_every_expression(
+    plan: LogicalPlan,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
+    Ok(plan
+        .transform_up_with_subqueries(|plan| {
+            let schema = merge_schema(&plan.inputs());
+            let names = NamePreserver::new(&plan);
+            plan.map_expressions(|expr| {
+                let name = names.save(&expr);
+                Ok(expr
+                    .transform_up(|expr| rewrite(expr, &schema))?
+                    .update_data(|expr| name.restore(expr)))
+            })
+        })?
+        .data)
+}
