@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DataFusionStatement;
 use datafusion::sql::sqlparser::ast;
@@ -169,7 +170,10 @@ impl Engine {
         statement: &ast::Statement,
     ) -> Result<LogicalPlan> {
         let statement = DataFusionStatement::Statement(Box::new(statement.clone()));
-        Ok(state.statement_to_plan(statement).await?)
+        let plan = state.statement_to_plan(statement).await?;
+        // Explicit text casts are already in the plan; corrected here too, as
+        // clients are told the result types of this plan at Describe.
+        Ok(sql::text_casts::TextCastRule.analyze(plan, state.config_options())?)
     }
 
     /// Re-plans every stored definition, in creation order.
@@ -309,8 +313,8 @@ fn new_context() -> Result<SessionContext> {
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
     // Timestamps written to the minute (sql::timestamp_text).
     context.add_analyzer_rule(Arc::new(sql::timestamp_text::TimestampTextRule::default()));
-    // int2vector / oidvector as text: space-separated (sql::vector_text).
-    context.add_analyzer_rule(Arc::new(sql::vector_text::VectorTextRule));
+    // Casts to text where Postgres and Arrow differ (sql::text_casts).
+    context.add_analyzer_rule(Arc::new(sql::text_casts::TextCastRule));
     // interval * number and interval / number, planned before coercion.
     datafusion::execution::FunctionRegistry::register_expr_planner(
         &mut context,

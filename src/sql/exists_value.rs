@@ -129,6 +129,12 @@ fn counting(mut query: Box<ast::Query>) -> ast::Query {
 /// A plain `SELECT … FROM … WHERE …`: no grouping, aggregate, DISTINCT,
 /// limit, set operation or WITH that the count would see through.
 pub(super) fn keeps_rows_when_counted(query: &ast::Query) -> bool {
+    query.limit_clause.is_none() && keeps_rows_when_limited(query) && !query_calls_functions(query)
+}
+
+/// A plain `SELECT … FROM … WHERE …` but for its LIMIT and select list: no
+/// grouping, HAVING, DISTINCT, fetch, set operation or WITH.
+pub(super) fn keeps_rows_when_limited(query: &ast::Query) -> bool {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return false;
     };
@@ -139,7 +145,6 @@ pub(super) fn keeps_rows_when_counted(query: &ast::Query) -> bool {
         }
     };
     query.with.is_none()
-        && query.limit_clause.is_none()
         && query.fetch.is_none()
         && !grouped
         && select.having.is_none()
@@ -148,11 +153,15 @@ pub(super) fn keeps_rows_when_counted(query: &ast::Query) -> bool {
         && select.qualify.is_none()
         && select.named_window.is_empty()
         && !select.from.is_empty()
-        && !calls_functions(&select.projection)
 }
 
-/// Whether a select list calls any function: an aggregate there makes one
-/// row of none, so such a list is not replaced.
+fn query_calls_functions(query: &ast::Query) -> bool {
+    match query.body.as_ref() {
+        SetExpr::Select(select) => calls_functions(&select.projection),
+        _ => true,
+    }
+}
+
 fn calls_functions(projection: &[SelectItem]) -> bool {
     struct Calls;
     impl Visitor for Calls {

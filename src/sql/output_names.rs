@@ -3,7 +3,9 @@
 //! function or type name, or `?column?`. Clients and BI tools show these
 //! names, so weir reports Postgres's.
 
-use datafusion::sql::sqlparser::ast::{DataType, Expr, Query, SelectItem, SetExpr, Statement};
+use datafusion::sql::sqlparser::ast::{
+    DataType, Expr, Ident, Query, SelectItem, SetExpr, Statement,
+};
 
 /// For each output column of a plain SELECT, the Postgres name if it
 /// differs from what DataFusion would choose (None keeps DataFusion's).
@@ -33,6 +35,28 @@ fn select_names(query: &Query) -> Option<Vec<Option<String>>> {
         .collect()
 }
 
+/// The name Postgres gives an unaliased select item.
+pub(super) fn item_name(expr: &Expr) -> String {
+    strong_name(expr)
+        .or_else(|| expression_name(expr))
+        .unwrap_or_else(|| "?column?".to_string())
+}
+
+/// The name of a column reference or function call, which a cast keeps.
+fn strong_name(expr: &Expr) -> Option<String> {
+    let ident_name = |ident: &Ident| match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_ascii_lowercase(),
+    };
+    match expr {
+        Expr::Identifier(ident) => Some(ident_name(ident)),
+        Expr::CompoundIdentifier(parts) => parts.last().map(ident_name),
+        Expr::Function(_) => expression_name(expr),
+        Expr::Cast { expr: inner, .. } | Expr::Nested(inner) => strong_name(inner),
+        _ => None,
+    }
+}
+
 pub(super) fn expression_name(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => None,
@@ -42,7 +66,13 @@ pub(super) fn expression_name(expr: &Expr) -> Option<String> {
             .last()
             .and_then(|part| part.as_ident())
             .map(|ident| ident.value.to_ascii_lowercase()),
-        Expr::Cast { data_type, .. } => Some(type_name(data_type)),
+        // Postgres names a cast after the column or function it casts, else
+        // after its type (`a::text` is `a`, `1::text` is `text`).
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } => Some(strong_name(inner).unwrap_or_else(|| type_name(data_type))),
         Expr::TypedString(typed) => Some(type_name(&typed.data_type)),
         Expr::Nested(inner) => expression_name(inner).or_else(|| Some("?column?".to_string())),
         Expr::Case { .. } => Some("case".to_string()),
@@ -100,7 +130,8 @@ mod tests {
             Some(vec![
                 some("count"),
                 some("float8"),
-                some("int4"),
+                // Postgres: a cast of a column keeps the column's name.
+                some("x"),
                 some("?column?"),
                 None,
                 None,

@@ -157,6 +157,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     super::special_registers::rewrite(&mut statement);
     super::exists_value::rewrite(&mut statement);
     super::array_subquery::rewrite(&mut statement);
+    super::first_row_subquery::rewrite(&mut statement);
     super::in_list_conditions::rewrite(&mut statement);
     super::repeated_columns::name_repeated_columns(&mut statement);
     super::like_escape::rewrite(&mut statement);

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, Query, SelectItem, SetExpr, Statement, VisitMut, VisitorMut,
+    Expr, Ident, Query, SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
 };
 
 /// Separates the reported name from what makes an alias unique; a control
@@ -31,14 +31,29 @@ pub fn name_repeated_columns(statement: &mut Statement) {
 }
 
 /// An item's text as DataFusion names it: every subquery is `(<subquery>)`,
-/// so `(SELECT a) = 1, (SELECT b) = 1` share a name.
+/// so `(SELECT a) = 1, (SELECT b) = 1` share a name; a cast is named after
+/// what it casts (`x::int, x::text`), and a decimal literal after its
+/// float value (`1.5`, `1.50`).
 fn planned_name(expr: &Expr) -> String {
     struct MaskSubqueries;
     impl VisitorMut for MaskSubqueries {
         type Break = ();
-        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-            if matches!(expr, Expr::Subquery(_)) {
-                *expr = Expr::Identifier(Ident::new("(<subquery>)"));
+        fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            match expr {
+                Expr::Subquery(_) => *expr = Expr::Identifier(Ident::new("(<subquery>)")),
+                Expr::Cast { expr: inner, .. } | Expr::Nested(inner) => {
+                    let placeholder = Expr::Identifier(Ident::new(""));
+                    *expr = std::mem::replace(inner.as_mut(), placeholder);
+                }
+                Expr::Value(value) => {
+                    if let Value::Number(text, _) = &mut value.value {
+                        let decimal = text.contains(['.', 'e', 'E']);
+                        if let Some(float) = text.parse::<f64>().ok().filter(|_| decimal) {
+                            *text = format!("Float64({float})");
+                        }
+                    }
+                }
+                _ => {}
             }
             ControlFlow::Continue(())
         }
@@ -149,6 +164,13 @@ mod tests {
                 Some("count")
             ]
         );
+        // Casts are named after what they cast.
+        let casts =
+            aliases("SELECT a::int, a::text, 1.5::float8::text, CAST(1.50 AS NUMERIC)::text");
+        assert_eq!(casts[0], None);
+        assert_eq!(casts[1].as_deref().and_then(reported_name), Some("a"));
+        assert_eq!(casts[2], None);
+        assert_eq!(casts[3].as_deref().and_then(reported_name), Some("text"));
         let named = aliases("SELECT 1 AS x, 2 AS x");
         assert_eq!(named[0].as_deref(), Some("x"));
         assert_eq!(named[1].as_deref().and_then(reported_name), Some("x"));

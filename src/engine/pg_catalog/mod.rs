@@ -12,6 +12,7 @@ mod column_defaults;
 mod context;
 mod definitions;
 mod keys;
+mod pg_aggregate;
 mod pg_attribute;
 mod pg_class;
 mod pg_settings;
@@ -90,6 +91,7 @@ enum Correction {
     AttributeDefaults,
     Roles,
     Authid,
+    Aggregate,
 }
 
 impl Correction {
@@ -106,6 +108,7 @@ impl Correction {
             "pg_attrdef" => Correction::AttributeDefaults,
             "pg_roles" => Correction::Roles,
             "pg_authid" => Correction::Authid,
+            "pg_aggregate" => Correction::Aggregate,
             _ => return None,
         })
     }
@@ -214,12 +217,34 @@ impl CorrectedTable {
     fn listed_schema(&self) -> SchemaRef {
         rows::with_lists(&self.inner.schema(), &self.correction.lists())
     }
+
+    /// `listed_schema`, and function references as oids.
+    fn typed_schema(&self) -> SchemaRef {
+        let listed = self.listed_schema();
+        match self.correction {
+            Correction::Aggregate => pg_aggregate::schema_with_oids(&listed),
+            _ => listed,
+        }
+    }
+
+    /// The crate's `pg_proc` rows.
+    async fn procedures(&self, state: &dyn DataFusionSession) -> Result<RecordBatch> {
+        let Some(table) = self.schema.table("pg_proc").await? else {
+            return Ok(RecordBatch::new_empty(Arc::new(Schema::empty())));
+        };
+        let plan = table.scan(state, None, &[], None).await?;
+        let batches = collect(plan, state.task_ctx()).await?;
+        Ok(datafusion::arrow::compute::concat_batches(
+            &table.schema(),
+            &batches,
+        )?)
+    }
 }
 
 #[async_trait]
 impl TableProvider for CorrectedTable {
     fn schema(&self) -> SchemaRef {
-        let listed = self.listed_schema();
+        let listed = self.typed_schema();
         let missing = self.correction.missing_columns();
         if missing.is_empty() {
             return listed;
@@ -251,6 +276,10 @@ impl TableProvider for CorrectedTable {
             Correction::Settings => pg_settings::session_rows(batch, &self.listed_schema(), state)?,
             Correction::Roles => roles::role_rows(batch, state)?,
             Correction::Authid => roles::named_authid(batch, state)?,
+            Correction::Aggregate => {
+                let procedures = self.procedures(state).await?;
+                pg_aggregate::with_function_oids(batch, &procedures, self.typed_schema())?
+            }
             _ => batch,
         };
         let corrected = match self.catalog.upgrade() {
