@@ -52,7 +52,7 @@ pub fn fields(
     format: &Format,
     options: Option<Arc<FormatOptions>>,
 ) -> PgWireResult<Vec<FieldInfo>> {
-    let fields = arrow_schema_to_pg_fields(schema, format, options)?;
+    let fields = arrow_schema_to_pg_fields(&with_flat_arrays(schema), format, options)?;
     Ok(fields
         .into_iter()
         .zip(schema.fields())
@@ -68,6 +68,28 @@ pub fn fields(
             None => info,
         })
         .collect())
+}
+
+/// `schema` with each array of arrays described as an array of its
+/// innermost elements: Postgres has one array type for any number of
+/// dimensions (`int8[]`), which pgwire's type mapping does not know.
+fn with_flat_arrays(schema: &Schema) -> Schema {
+    let fields = schema.fields().iter().map(|field| {
+        let mut element = match field.data_type() {
+            DataType::List(element) => element.clone(),
+            _ => return field.clone(),
+        };
+        while let DataType::List(inner) = element.data_type() {
+            element = inner.clone();
+        }
+        Arc::new(
+            field
+                .as_ref()
+                .clone()
+                .with_data_type(DataType::List(element)),
+        )
+    });
+    Schema::new_with_metadata(fields.collect::<Vec<_>>(), schema.metadata().clone())
 }
 
 /// The vector type a catalog list column is sent as (`pg_index.indkey`);
@@ -92,7 +114,7 @@ pub fn query_response(
 ) -> PgWireResult<QueryResponse> {
     let fields = Arc::new(fields(&batches.schema(), format, Some(options))?);
     let described = fields.clone();
-    let row_fields = Arc::new(encoding_fields(&fields));
+    let row_fields = Arc::new(encoding_fields(&batches.schema(), &fields));
     let rows = batches
         .map(move |batch| {
             let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {

@@ -32,6 +32,7 @@ pub mod numeric_sum;
 mod output_names;
 mod parser;
 pub mod placeholders;
+pub mod postgres_text;
 mod regclass_cast;
 mod repeated_columns;
 pub mod special_registers;

@@ -5,6 +5,8 @@
 //!   columns): Postgres prints the elements separated by spaces, DataFusion
 //!   a list as `[1, 2]`. weir keeps vectors as lists tagged with
 //!   `PG_TYPE_METADATA`; the cast's input becomes `array_to_string(v, ' ')`;
+//! - an array: Postgres prints an array literal (`{a,"b c"}`), DataFusion
+//!   `[a, b c]`; the input becomes `array_literal(a)`;
 //! - a tagged catalog column (`pg_type.typinput`, a `regproc`): DataFusion
 //!   keeps the input's metadata through a cast, so `typinput::text` was
 //!   still sent as a regproc; every text cast gets a field of its own,
@@ -14,13 +16,17 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, Result};
+use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::functions_nested::string::array_to_string_udf;
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::{lit, Cast, Expr, ExprSchemable, LogicalPlan, TryCast};
+use datafusion::logical_expr::{
+    lit, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, TryCast, Volatility,
+};
 use datafusion::optimizer::AnalyzerRule;
 
 use super::expression_walk::rewrite_every_expression;
+use super::postgres_text;
 use crate::catalog::PG_TYPE_METADATA;
 
 #[derive(Debug, Default)]
@@ -65,9 +71,10 @@ fn text_cast(input: Expr, field: FieldRef, schema: &DFSchema) -> (Transformed<Ex
     // text cast gets one: the tags of datafusion-pg-catalog's tables are
     // not in their logical schema, only in the batches they produce.
     let untagged = Arc::new(Field::new("text", field.data_type().clone(), true));
-    let input = match is_vector(&input, schema) {
-        true => joined(input),
-        false => input,
+    let input = match input.get_type(schema) {
+        Ok(DataType::List(_)) if is_vector(&input, schema) => joined(input),
+        Ok(DataType::List(_)) => array_literal(input),
+        _ => input,
     };
     (Transformed::yes(input), untagged)
 }
@@ -92,6 +99,49 @@ fn is_vector(expr: &Expr, schema: &DFSchema) -> bool {
         matches!(field.data_type(), DataType::List(_))
             && field.metadata().contains_key(PG_TYPE_METADATA)
     })
+}
+
+fn array_literal(array: Expr) -> Expr {
+    let function = ScalarUDF::new_from_impl(ArrayLiteral {
+        signature: Signature::any(1, Volatility::Immutable),
+    });
+    Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(function), vec![array]))
+}
+
+/// An array's Postgres literal (`postgres_text::array_literal`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ArrayLiteral {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ArrayLiteral {
+    fn name(&self) -> &str {
+        "array_literal"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arguments: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = matches!(args.args.as_slice(), [ColumnarValue::Scalar(_)]);
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let literals = match arrays.as_slice() {
+            [array] => postgres_text::array_literal(array),
+            _ => None,
+        };
+        let literals = literals.ok_or_else(|| {
+            DataFusionError::Internal("array_literal takes one array".to_string())
+        })?;
+        Ok(match scalar {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&literals, 0)?),
+            false => ColumnarValue::Array(literals),
+        })
+    }
 }
 
 fn joined(vector: Expr) -> Expr {
@@ -145,8 +195,11 @@ mod tests {
     }
 
     #[test]
-    fn arrays_keep_their_text() {
+    fn arrays_become_array_literals() {
         let rewritten = rewrite(cast(col("conkey"), DataType::Utf8), &schema()).unwrap();
-        assert_eq!(rewritten.data.to_string(), "CAST(conkey AS Utf8)");
+        assert_eq!(
+            rewritten.data.to_string(),
+            "CAST(array_literal(conkey) AS Utf8)"
+        );
     }
 }
