@@ -40,6 +40,7 @@ mod stream_ddl;
 pub mod streaming;
 mod table_time;
 pub mod text_casts;
+mod text_function;
 pub mod timestamp_text;
 pub mod to_char_pattern;
 mod tokens;

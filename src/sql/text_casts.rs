@@ -16,17 +16,15 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
+use datafusion::common::{DFSchema, DataFusionError, Result};
 use datafusion::functions_nested::string::array_to_string_udf;
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::{
-    lit, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, TryCast, Volatility,
-};
+use datafusion::logical_expr::{lit, Cast, Expr, ExprSchemable, LogicalPlan, TryCast};
 use datafusion::optimizer::AnalyzerRule;
 
 use super::expression_walk::rewrite_every_expression;
 use super::postgres_text;
+use super::text_function::text_function;
 use crate::catalog::PG_TYPE_METADATA;
 
 #[derive(Debug, Default)]
@@ -102,46 +100,11 @@ fn is_vector(expr: &Expr, schema: &DFSchema) -> bool {
 }
 
 fn array_literal(array: Expr) -> Expr {
-    let function = ScalarUDF::new_from_impl(ArrayLiteral {
-        signature: Signature::any(1, Volatility::Immutable),
+    let function = text_function("array_literal", |array| {
+        postgres_text::array_literal(array)
+            .ok_or_else(|| DataFusionError::Internal("array_literal takes an array".to_string()))
     });
     Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(function), vec![array]))
-}
-
-/// An array's Postgres literal (`postgres_text::array_literal`).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct ArrayLiteral {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for ArrayLiteral {
-    fn name(&self) -> &str {
-        "array_literal"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _arguments: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = matches!(args.args.as_slice(), [ColumnarValue::Scalar(_)]);
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let literals = match arrays.as_slice() {
-            [array] => postgres_text::array_literal(array),
-            _ => None,
-        };
-        let literals = literals.ok_or_else(|| {
-            DataFusionError::Internal("array_literal takes one array".to_string())
-        })?;
-        Ok(match scalar {
-            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&literals, 0)?),
-            false => ColumnarValue::Array(literals),
-        })
-    }
 }
 
 fn joined(vector: Expr) -> Expr {

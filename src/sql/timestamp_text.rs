@@ -16,13 +16,11 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::{
-    Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, TryCast, Volatility,
-};
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, ScalarUDF, TryCast};
 use datafusion::optimizer::AnalyzerRule;
 
 use super::expression_walk::rewrite_every_expression;
+use super::text_function::text_function;
 use crate::stream::time_columns::with_seconds;
 
 #[derive(Debug)]
@@ -33,9 +31,10 @@ pub struct TimestampTextRule {
 impl Default for TimestampTextRule {
     fn default() -> Self {
         TimestampTextRule {
-            complete: Arc::new(ScalarUDF::new_from_impl(CompleteTimestampText {
-                signature: Signature::any(1, Volatility::Immutable),
-            })),
+            complete: Arc::new(text_function(
+                "complete_timestamp_text",
+                complete_timestamp_texts,
+            )),
         }
     }
 }
@@ -109,51 +108,20 @@ fn is_timestamp(data_type: &DataType) -> bool {
     matches!(data_type, DataType::Timestamp(..))
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompleteTimestampText {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for CompleteTimestampText {
-    fn name(&self) -> &str {
-        "complete_timestamp_text"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _arguments: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = matches!(args.args.as_slice(), [ColumnarValue::Scalar(_)]);
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let [text] = arrays.as_slice() else {
-            return Err(DataFusionError::Internal(
-                "complete_timestamp_text takes 1 argument".to_string(),
-            ));
-        };
-        let text = cast(text, &DataType::Utf8)?;
-        let text = text
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| DataFusionError::Internal("text cast to Utf8".to_string()))?;
-        let completed: StringArray = (0..text.len())
-            .map(|row| {
-                text.is_valid(row).then(|| {
-                    let value = text.value(row);
-                    with_seconds(value).unwrap_or_else(|| value.to_string())
-                })
+/// Text with seconds where it names a time to the minute.
+fn complete_timestamp_texts(values: &ArrayRef) -> Result<ArrayRef> {
+    let text = cast(values, &DataType::Utf8)?;
+    let text = text
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| DataFusionError::Internal("text cast to Utf8".to_string()))?;
+    let completed: StringArray = (0..text.len())
+        .map(|row| {
+            text.is_valid(row).then(|| {
+                let value = text.value(row);
+                with_seconds(value).unwrap_or_else(|| value.to_string())
             })
-            .collect();
-        let completed: ArrayRef = Arc::new(completed);
-        if scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
-                &completed, 0,
-            )?));
-        }
-        Ok(ColumnarValue::Array(completed))
-    }
+        })
+        .collect();
+    Ok(Arc::new(completed))
 }

@@ -165,7 +165,8 @@ impl CatalogContext {
     }
 }
 
-async fn scan(
+/// All rows of the crate's relation `name`.
+pub(super) async fn scan(
     schema: &Arc<dyn SchemaProvider>,
     name: &str,
     state: &dyn DataFusionSession,

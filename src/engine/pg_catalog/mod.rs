@@ -226,19 +226,6 @@ impl CorrectedTable {
             _ => listed,
         }
     }
-
-    /// The crate's `pg_proc` rows.
-    async fn procedures(&self, state: &dyn DataFusionSession) -> Result<RecordBatch> {
-        let Some(table) = self.schema.table("pg_proc").await? else {
-            return Ok(RecordBatch::new_empty(Arc::new(Schema::empty())));
-        };
-        let plan = table.scan(state, None, &[], None).await?;
-        let batches = collect(plan, state.task_ctx()).await?;
-        Ok(datafusion::arrow::compute::concat_batches(
-            &table.schema(),
-            &batches,
-        )?)
-    }
 }
 
 #[async_trait]
@@ -277,7 +264,7 @@ impl TableProvider for CorrectedTable {
             Correction::Roles => roles::role_rows(batch, state)?,
             Correction::Authid => roles::named_authid(batch, state)?,
             Correction::Aggregate => {
-                let procedures = self.procedures(state).await?;
+                let procedures = context::scan(&self.schema, "pg_proc", state).await?;
                 pg_aggregate::with_function_oids(batch, &procedures, self.typed_schema())?
             }
             _ => batch,
