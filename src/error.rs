@@ -31,6 +31,8 @@ pub mod sqlstate {
     pub const NOT_NULL_VIOLATION: &str = "23502";
     pub const UNIQUE_VIOLATION: &str = "23505";
     pub const DATA_EXCEPTION: &str = "22000";
+    pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
+    pub const DUPLICATE_COLUMN: &str = "42701";
     /// Postgres reports an unknown setting name as 42704 (undefined_object).
     pub const UNDEFINED_PARAMETER: &str = "42704";
     /// A `$n` the statement has no value for (Postgres's undefined_parameter).
@@ -175,7 +177,10 @@ fn from_external(inner: Box<dyn std::error::Error + Send + Sync>) -> WeirError {
             Ok(datafusion) => from_datafusion(*datafusion),
             Err(other) => match other.downcast::<datafusion::arrow::error::ArrowError>() {
                 Ok(arrow) => arrow_error_to_weir(*arrow),
-                Err(other) => WeirError::internal(other.to_string()),
+                Err(other) => {
+                    let text = other.to_string();
+                    invalid_regex(&text).unwrap_or_else(|| WeirError::internal(text))
+                }
             },
         },
     }
@@ -205,6 +210,12 @@ fn schema_error_to_weir(text: String) -> WeirError {
 }
 
 fn plan_error_to_weir(text: String) -> WeirError {
+    // Only CREATE TABLE AS and CREATE VIEW reach this: a query's repeated
+    // names are aliased apart (`sql::repeated_columns`).
+    if text.contains("Projections require unique expression names") {
+        return WeirError::new(sqlstate::DUPLICATE_COLUMN, text)
+            .with_hint("Give each column its own name (AS in a SELECT list).");
+    }
     if text.contains("not found") && text.starts_with("table ") {
         let name = text.split('\'').nth(1).unwrap_or("?").to_string();
         let short = name.rsplit('.').next().unwrap_or(&name).to_string();
@@ -246,7 +257,27 @@ fn execution_error_to_weir(text: String) -> WeirError {
     if text.contains("Cannot cast") || text.contains("Cast error") {
         return WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text);
     }
-    WeirError::new(sqlstate::DATA_EXCEPTION, text)
+    invalid_regex(&text).unwrap_or_else(|| WeirError::new(sqlstate::DATA_EXCEPTION, text))
+}
+
+/// A pattern the regex crate cannot compile (its message, or Arrow's
+/// around it), as Postgres reports one: 2201B with the reason on one line.
+fn invalid_regex(text: &str) -> Option<WeirError> {
+    if !text.contains("regex parse error") && !text.contains("Regular expression did not compile") {
+        return None;
+    }
+    let reason = text
+        .lines()
+        .rev()
+        .find_map(|line| line.trim().strip_prefix("error: "))
+        .unwrap_or("the pattern does not compile");
+    Some(
+        WeirError::new(
+            sqlstate::INVALID_REGULAR_EXPRESSION,
+            format!("invalid regular expression: {reason}"),
+        )
+        .with_hint("Check the pattern: weir uses Rust's regex syntax, close to Postgres's."),
+    )
 }
 
 /// Timestamp arithmetic past 1677 or 2262 (Arrow's and date_bin's
@@ -295,6 +326,7 @@ fn arrow_error_to_weir(error: datafusion::arrow::error::ArrowError) -> WeirError
         other => {
             let text = other.to_string();
             timestamp_overflow(&text)
+                .or_else(|| invalid_regex(&text))
                 .unwrap_or_else(|| WeirError::new(sqlstate::DATA_EXCEPTION, text))
         }
     }
@@ -322,6 +354,20 @@ mod tests {
         ));
         assert_eq!(error.code, sqlstate::UNDEFINED_TABLE);
         assert_eq!(error.message, "relation \"nope\" does not exist");
+    }
+
+    #[test]
+    fn invalid_patterns_are_2201b() {
+        let message = "regex parse error:\n    (\n    ^\nerror: unclosed group";
+        let external: Box<dyn std::error::Error + Send + Sync> = message.into();
+        let error = WeirError::from(DataFusionError::External(external));
+        assert_eq!(error.code, sqlstate::INVALID_REGULAR_EXPRESSION);
+        assert_eq!(error.message, "invalid regular expression: unclosed group");
+        let arrow = datafusion::arrow::error::ArrowError::ComputeError(format!(
+            "Regular expression did not compile: {message}"
+        ));
+        let error = WeirError::from(DataFusionError::ArrowError(Box::new(arrow), None));
+        assert_eq!(error.code, sqlstate::INVALID_REGULAR_EXPRESSION);
     }
 
     #[test]

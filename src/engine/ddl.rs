@@ -2,11 +2,11 @@
 //! against its durable catalog (DataFusion's own DDL execution would keep
 //! everything in memory).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::TableReference;
+use datafusion::common::{DFSchema, TableReference};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{CreateMemoryTable, CreateView, DdlStatement, LogicalPlan};
 use datafusion::physical_plan::collect;
@@ -138,6 +138,7 @@ impl Engine {
                 ))),
             );
         }
+        distinct_columns(create.input.schema())?;
         let parts = table_parts(create, sql);
         let is_create_as = !matches!(create.input.as_ref(), LogicalPlan::EmptyRelation(_));
         if !is_create_as {
@@ -161,6 +162,7 @@ impl Engine {
 
     fn create_view(&self, create: &CreateView, sql: &str) -> Result<CommandDone> {
         let name = relation_name(&create.name)?;
+        distinct_columns(create.input.schema())?;
         if create.temporary {
             return Err(WeirError::unsupported("temporary views are not supported"));
         }
@@ -289,6 +291,23 @@ async fn stream_definition(
         proctime: options.proctime.clone(),
         retention_ms: options.retention_ms,
     })
+}
+
+/// Postgres refuses a table or view whose columns repeat a name (42701);
+/// DataFusion accepted `CREATE TABLE t (a INT, a TEXT)`, which no statement
+/// could then read.
+fn distinct_columns(schema: &DFSchema) -> Result<()> {
+    let mut seen = HashSet::new();
+    for field in schema.fields() {
+        if !seen.insert(field.name()) {
+            return Err(WeirError::new(
+                sqlstate::DUPLICATE_COLUMN,
+                format!("column \"{}\" specified more than once", field.name()),
+            )
+            .with_hint("Give each column its own name (AS in a SELECT list)."));
+        }
+    }
+    Ok(())
 }
 
 fn table_parts(create: &CreateMemoryTable, sql: &str) -> TableParts {
