@@ -13,7 +13,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use pgwire::api::results::{FieldFormat, FieldInfo};
 use pgwire::api::Type;
 
-use crate::sql::postgres_text::{array_literal, column_text, UNCONSTRAINED_NUMERIC};
+use crate::sql::postgres_text::{array_literal, column_text, renders_array, UNCONSTRAINED_NUMERIC};
 
 fn rendered_here(data_type: &DataType) -> bool {
     matches!(
@@ -23,8 +23,8 @@ fn rendered_here(data_type: &DataType) -> bool {
             | DataType::Timestamp(_, _)
             | DataType::Time64(_)
             | DataType::Time32(_)
-            | DataType::List(_)
     ) || data_type == &UNCONSTRAINED_NUMERIC
+        || renders_array(data_type)
 }
 
 /// Replaces text-format float and time columns with their Postgres text.

@@ -41,9 +41,46 @@ pub fn column_text(column: &ArrayRef) -> Option<ArrayRef> {
     }
 }
 
-/// Each list of `column` as a Postgres array literal; None when an element
-/// type has no Postgres text here (the caller keeps its own rendering).
+/// Whether `array_literal` renders lists of `data_type`: arrays (of arrays)
+/// of the element types printed here. Others (intervals, bytea, records)
+/// are left to the wire encoder, which quotes them itself.
+pub fn renders_array(data_type: &DataType) -> bool {
+    let DataType::List(element) = data_type else {
+        return false;
+    };
+    match element.data_type() {
+        nested @ DataType::List(_) => renders_array(nested),
+        element => matches!(
+            element,
+            DataType::Boolean
+                | DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+                | DataType::UInt64
+                | DataType::Decimal128(_, _)
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Date32
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Timestamp(_, _)
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+        ),
+    }
+}
+
+/// Each list of `column` as a Postgres array literal; None unless
+/// `renders_array` holds for its type.
 pub fn array_literal(column: &ArrayRef) -> Option<ArrayRef> {
+    if !renders_array(column.data_type()) {
+        return None;
+    }
     let literals = array_literals(column)?;
     Some(Arc::new(literals.into_iter().collect::<StringArray>()))
 }
@@ -374,6 +411,20 @@ mod tests {
         ));
         let text = array_literal(&nested).unwrap();
         assert_eq!(text.as_string::<i32>().value(0), "{{1,2},{}}");
+    }
+
+    #[test]
+    fn arrays_without_element_text_here_are_left_alone() {
+        use super::renders_array;
+        use datafusion::arrow::datatypes::{DataType, Field, IntervalUnit};
+        let interval = DataType::Interval(IntervalUnit::MonthDayNano);
+        let list = DataType::List(Arc::new(Field::new_list_field(interval, true)));
+        assert!(!renders_array(&list));
+        let nested = DataType::List(Arc::new(Field::new_list_field(list, true)));
+        assert!(!renders_array(&nested));
+        let bytes = DataType::List(Arc::new(Field::new_list_field(DataType::Binary, true)));
+        let empty = datafusion::arrow::array::new_empty_array(&bytes);
+        assert!(array_literal(&empty).is_none());
     }
 
     #[test]

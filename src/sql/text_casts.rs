@@ -71,7 +71,7 @@ fn text_cast(input: Expr, field: FieldRef, schema: &DFSchema) -> (Transformed<Ex
     let untagged = Arc::new(Field::new("text", field.data_type().clone(), true));
     let input = match input.get_type(schema) {
         Ok(DataType::List(_)) if is_vector(&input, schema) => joined(input),
-        Ok(DataType::List(_)) => array_literal(input),
+        Ok(list) if postgres_text::renders_array(&list) => array_literal(input),
         _ => input,
     };
     (Transformed::yes(input), untagged)
