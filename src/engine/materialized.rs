@@ -18,13 +18,12 @@ use crate::connectors::view_result::{RowLayout, ViewResult};
 use crate::engine::relations::{Relations, ViewResults};
 use crate::error::{Result, WeirError};
 use crate::sql::streaming::nodes::StreamNode;
-use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
+use crate::sql::streaming::{self, JunctionNode, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
 use crate::stream::checkpoint_store::into_current_generation;
 use crate::stream::dataflow::{SharedDataflow, ViewPipeline};
-use crate::stream::operators::UnionOperator;
 use crate::stream::pipeline::{Branch, LateSink};
 use crate::stream::{Chunk, LateRows, Message};
 
@@ -429,9 +428,7 @@ fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Res
     for branch in plan.branches {
         branches.push(Branch::new(branch.input, operators(branch.nodes)?));
     }
-    let union = plan
-        .union
-        .map(|union| UnionOperator::new(union.schema, union.inputs, union.watermark.is_some()));
+    let junction = plan.junction.map(JunctionNode::operator).transpose()?;
     let tail = operators(plan.nodes)?;
     let late = results
         .late
@@ -441,7 +438,7 @@ fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Res
         id,
         name,
         branches,
-        union,
+        junction,
         tail,
         results.rows.clone(),
         late,

@@ -8,6 +8,7 @@ pub mod append_observer;
 pub mod checkpoint;
 pub mod checkpoint_store;
 pub mod dataflow;
+pub mod junction;
 pub mod late;
 pub mod message;
 pub mod operator;

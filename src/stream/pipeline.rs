@@ -1,6 +1,7 @@
 //! One materialized view's running operators: a chain per source it reads
-//! (a branch), a union where several meet (minimum watermark, barriers
-//! aligned: `UnionOperator`), the operators after it and the sink. Each
+//! (a branch), a junction where several meet (a union: minimum watermark,
+//! barriers aligned; or a join of two), the operators after it and the
+//! sink. Each
 //! operator runs in a `Stage` that keeps its input watermark; an operator
 //! checkpoints when a barrier passes it.
 
@@ -9,10 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::checkpoint::{decode_i64, encode_i64, operator_prefix, StateReader, StateWriter};
+use super::junction::Junction;
 use super::late::LateRows;
 use super::message::{Chunk, Message};
 use super::operator::{Operator, Output, Stage};
-use super::operators::{MaterializeOperator, UnionOperator};
+use super::operators::MaterializeOperator;
 use super::view_sink::ViewSink;
 use crate::error::Result;
 use crate::state::WriteBatch;
@@ -24,10 +26,10 @@ pub struct ViewPipeline {
     pub name: String,
     /// The relations it reads, each once.
     pub inputs: Vec<String>,
-    /// One chain per source; several meet at `union`.
+    /// One chain per source; several meet at `junction`.
     branches: Vec<Branch>,
-    union: Option<UnionOperator>,
-    /// The operators after the union (all are in the branch without one).
+    junction: Option<Junction>,
+    /// The operators after the junction (all are in the branch without one).
     operators: Vec<Stage>,
     pub(super) sink: Stage<MaterializeOperator>,
     /// `<view>_late` when the view keeps its late rows.
@@ -35,7 +37,7 @@ pub struct ViewPipeline {
     memory: MemoryGauge,
 }
 
-/// The operators from one source to the union (or the sink).
+/// The operators from one source to the junction (or the sink).
 pub struct Branch {
     pub input: String,
     pub operators: Vec<Stage>,
@@ -117,7 +119,7 @@ impl ViewPipeline {
         id: u64,
         name: &str,
         branches: Vec<Branch>,
-        union: Option<UnionOperator>,
+        junction: Option<Junction>,
         operators: Vec<Box<dyn Operator>>,
         result: Arc<dyn ViewSink>,
         late: Option<LateSink>,
@@ -135,25 +137,25 @@ impl ViewPipeline {
             memory: MemoryGauge::default(),
             inputs,
             branches,
-            union,
+            junction,
             operators: stages(operators),
             sink: Stage::new(Box::new(MaterializeOperator::new(result))),
         }
     }
 
-    /// Checkpoint slots: each branch's operators in turn, the union, the
-    /// operators after it, then the sink (a view without a union numbers
-    /// its operators as a plain chain).
-    fn union_slot(&self) -> usize {
+    /// Checkpoint slots: each branch's operators in turn, the junction,
+    /// the operators after it, then the sink (a view without a junction
+    /// numbers its operators as a plain chain).
+    fn junction_slot(&self) -> usize {
         self.branches.iter().map(|b| b.operators.len()).sum()
     }
 
     fn tail_slot(&self) -> usize {
-        self.union_slot() + usize::from(self.union.is_some())
+        self.junction_slot() + usize::from(self.junction.is_some())
     }
 
     /// Runs `messages` from `input` through every branch reading it, the
-    /// union and the rest of the chain; returns the view's changes.
+    /// junction and the rest of the chain; returns the view's changes.
     /// Operators passed a barrier write their state to `checkpoint`. The
     /// state's memory is measured at barriers, and when `limited` (a memory
     /// limit is enforced) also every so many rows in between.
@@ -197,7 +199,7 @@ impl ViewPipeline {
                     continue;
                 }
                 let step = self.run_branch_from(index, position + 1, held, checkpoint)?;
-                let step = self.run_union(index, step, checkpoint)?;
+                let step = self.run_junction(index, step, checkpoint)?;
                 through.extend(self.run_tail(step, checkpoint)?);
             }
         }
@@ -247,7 +249,7 @@ impl ViewPipeline {
         self.sink.run(current)
     }
 
-    /// One message through branch `index`, the union and the rest.
+    /// One message through branch `index`, the junction and the rest.
     fn run_message(
         &mut self,
         index: usize,
@@ -256,7 +258,7 @@ impl ViewPipeline {
         through: &mut Vec<Message>,
     ) -> Result<()> {
         let step = self.run_branch(index, message, checkpoint)?;
-        let step = self.run_union(index, step, checkpoint)?;
+        let step = self.run_junction(index, step, checkpoint)?;
         through.extend(self.run_tail(step, checkpoint)?);
         Ok(())
     }
@@ -291,20 +293,20 @@ impl ViewPipeline {
         )
     }
 
-    fn run_union(
+    fn run_junction(
         &mut self,
         branch: usize,
         messages: Vec<Message>,
         checkpoint: &mut WriteBatch,
     ) -> Result<Vec<Message>> {
-        let slot = self.union_slot();
-        let Some(union) = &mut self.union else {
+        let slot = self.junction_slot();
+        let Some(junction) = &mut self.junction else {
             return Ok(messages);
         };
         let mut output = Vec::new();
         for message in messages {
-            if union.on_message(branch, message, &mut output)?.is_some() {
-                union.checkpoint(&mut StateWriter::new(
+            if junction.on_message(branch, message, &mut output)?.is_some() {
+                junction.checkpoint(&mut StateWriter::new(
                     operator_prefix(self.id, slot),
                     checkpoint,
                 ));
@@ -342,7 +344,12 @@ impl ViewPipeline {
     }
 
     fn measure_memory(&mut self) {
-        let bytes: usize = self.all_operators().map(|o| o.memory_bytes()).sum();
+        let junction = self.junction.as_ref().map_or(0, Junction::memory_bytes);
+        let bytes = junction
+            + self
+                .all_operators()
+                .map(|o| o.memory_bytes())
+                .sum::<usize>();
         self.memory.record(bytes);
         self.sink
             .operator()
@@ -410,8 +417,8 @@ impl ViewPipeline {
                 slot += 1;
             }
         }
-        if let Some(union) = &mut self.union {
-            union.restore(&state_of(&operator_prefix(self.id, slot))?);
+        if let Some(junction) = &mut self.junction {
+            junction.restore(&state_of(&operator_prefix(self.id, slot))?)?;
             slot += 1;
         }
         for operator in &mut self.operators {

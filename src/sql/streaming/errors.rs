@@ -55,10 +55,6 @@ pub(super) fn no_watermark(relation: &str, column: Option<&str>) -> WeirError {
 /// 0A000 naming the construct a materialized view cannot run yet.
 pub(super) fn refused(plan: &LogicalPlan) -> WeirError {
     let (what, hint) = match plan {
-        LogicalPlan::Join(_) => (
-            "a join",
-            "Joins in materialized views are planned; query the tables directly for now.",
-        ),
         LogicalPlan::Distinct(distinct)
             if matches!(distinct.input().as_ref(), LogicalPlan::Union(_)) =>
         {

@@ -7,6 +7,8 @@
 mod aggregate;
 mod determinism;
 mod errors;
+mod join;
+mod junction;
 pub mod nodes;
 mod union;
 pub mod window_function;
@@ -29,6 +31,8 @@ use crate::stream::operators::aggregate::late::SideOutputShape;
 use crate::stream::operators::window::WindowSpec;
 use crate::stream::{EmitMode, LatePolicy};
 use errors::{has_subquery, no_watermark, refused, shown, unsupported};
+pub use join::JoinNode;
+pub use junction::JunctionNode;
 use nodes::{EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
 pub use union::{Branch, UnionNode};
 use window_function::WindowTable;
@@ -54,15 +58,15 @@ pub trait Sources {
 }
 
 pub struct StreamPlan {
-    /// One chain per source the view reads; several meet at `union`.
+    /// One chain per source the view reads; several meet at `junction`.
     pub branches: Vec<Branch>,
-    pub union: Option<UnionNode>,
+    pub junction: Option<JunctionNode>,
     pub late: LatePolicy,
     /// The columns of `<view>_late` when the view keeps late rows.
     pub side_output: Option<SchemaRef>,
     /// Every catalog relation the view reads (sources and inlined views).
     pub reads: Vec<String>,
-    /// The nodes after the union (none without one).
+    /// The nodes after the junction (none without one).
     pub nodes: Vec<StreamNode>,
     pub schema: SchemaRef,
     pub emit: EmitMode,
@@ -110,8 +114,8 @@ impl StreamPlan {
             lines.push(indent(depth, node.describe()));
             depth += 1;
         }
-        if let Some(union) = &self.union {
-            lines.push(indent(depth, union.describe()));
+        if let Some(junction) = &self.junction {
+            lines.push(indent(depth, junction.describe()));
             depth += 1;
         }
         for branch in &self.branches {
@@ -158,7 +162,7 @@ pub fn plan(
             "Group by window_start or window_end of TUMBLE(...) or HOP(...), or leave out late_data.",
         ));
     }
-    let (branches, nodes) = match segment.union {
+    let (branches, nodes) = match segment.junction {
         Some(_) => (segment.branches, segment.nodes),
         None => {
             let branch = Branch {
@@ -171,7 +175,7 @@ pub fn plan(
     };
     Ok(StreamPlan {
         branches,
-        union: segment.union,
+        junction: segment.junction,
         late,
         side_output: planner.side_output.map(|shape| shape.schema),
         reads: planner.reads,
@@ -208,10 +212,10 @@ struct WindowColumns {
     end: Option<String>,
 }
 
-/// A chain from a source (or a union of chains) up to some node of the
+/// A chain from a source (or chains meeting at a junction) up to some node of the
 /// logical plan.
 struct Segment {
-    /// The source, without a union.
+    /// The source, without a junction.
     input: String,
     source_line: String,
     nodes: Vec<StreamNode>,
@@ -219,8 +223,8 @@ struct Segment {
     watermark: Option<String>,
     window: Option<WindowColumns>,
     updating: bool,
-    /// With a union: the chains that meet there (`nodes` come after it).
-    union: Option<UnionNode>,
+    /// With a junction: the chains that meet there (`nodes` come after it).
+    junction: Option<JunctionNode>,
     branches: Vec<Branch>,
 }
 
@@ -246,6 +250,11 @@ impl Planner<'_> {
             LogicalPlan::TableScan(scan) => self.scan(scan),
             LogicalPlan::Projection(projection) => self.projection(projection),
             LogicalPlan::Filter(filter) => {
+                if let LogicalPlan::Join(join) = filter.input.as_ref() {
+                    if join.join_type == datafusion::logical_expr::JoinType::Inner {
+                        return self.filtered_join(&filter.predicate, join);
+                    }
+                }
                 let mut segment = self.segment(&filter.input)?;
                 let predicate = self.physical(&filter.predicate, &filter.input)?;
                 segment.nodes.push(StreamNode::Filter(FilterNode {
@@ -259,6 +268,7 @@ impl Planner<'_> {
             LogicalPlan::Sort(sort) if sort.fetch.is_none() => self.segment(&sort.input),
             LogicalPlan::Aggregate(aggregate) => self.aggregate(aggregate),
             LogicalPlan::Union(union) => self.union(union),
+            LogicalPlan::Join(join) => self.join(join),
             other => Err(refused(other)),
         }
     }
@@ -350,7 +360,7 @@ impl Planner<'_> {
             watermark: info.watermark.clone(),
             window: None,
             updating: info.updating,
-            union: None,
+            junction: None,
             branches: Vec::new(),
         };
         if self.emit == EmitMode::OnWindowClose && self.aggregates == 0 {

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::Union;
 
 use super::errors::unsupported;
-use super::{Planner, Segment};
+use super::{JunctionNode, Planner, Segment};
 use crate::error::Result;
 use crate::sql::streaming::nodes::StreamNode;
 
@@ -51,10 +51,10 @@ impl Planner<'_> {
         let mut updating = false;
         for input in &union.inputs {
             let segment = self.segment(input)?;
-            if segment.union.is_some() {
+            if segment.junction.is_some() {
                 return Err(unsupported(
-                    "a UNION ALL whose input is computed from another UNION ALL",
-                    "Make the inner UNION ALL a materialized view of its own.",
+                    "a UNION ALL whose input is computed from another UNION ALL or a join",
+                    "Make the inner UNION ALL or join a materialized view of its own.",
                 ));
             }
             let position = segment
@@ -80,11 +80,11 @@ impl Planner<'_> {
             watermark: watermark.clone(),
             window: None,
             updating,
-            union: Some(UnionNode {
+            junction: Some(JunctionNode::Union(UnionNode {
                 inputs: branches.len(),
                 schema,
                 watermark,
-            }),
+            })),
             branches,
         })
     }

@@ -5,6 +5,7 @@
 pub mod aggregate;
 pub mod emit_on_close;
 pub mod filter;
+pub mod join;
 pub mod materialize;
 pub mod project;
 pub mod union;
@@ -14,6 +15,7 @@ pub mod window_spec;
 pub use aggregate::{AggregateOperator, SessionAggregateOperator, WindowAggregateOperator};
 pub use emit_on_close::EmitOnCloseOperator;
 pub use filter::FilterOperator;
+pub use join::JoinOperator;
 pub use materialize::MaterializeOperator;
 pub use project::ProjectOperator;
 pub use union::UnionOperator;

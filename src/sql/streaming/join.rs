@@ -1,0 +1,239 @@
+//! Planning a join in a view: its two inputs become two branches that meet
+//! at a `JoinNode`. DataFusion's rule that finds equi-join keys in the ON
+//! condition does the SQL work; what remains of the condition either
+//! filters one input before the join (a condition on the side whose rows
+//! are not preserved) or the joined rows (inner joins). A join of two
+//! windowed inputs or with a bound on its state is not planned yet: the
+//! state holds every input row (EXPLAIN says `state=unbounded`).
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::NullEquality;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
+use datafusion::logical_expr::{Expr, ExprSchemable, Join, JoinType, LogicalPlan};
+use datafusion::optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
+use datafusion::optimizer::{OptimizerContext, OptimizerRule};
+
+use super::errors::{shown, unsupported};
+use super::nodes::{FilterNode, StreamNode};
+use super::{Branch, JunctionNode, PhysicalExprs, Planner, Segment};
+use crate::error::{Result, WeirError};
+use crate::stream::operators::join::{JoinInput, JoinKind, JoinSpec};
+use crate::stream::EmitMode;
+
+/// Where two branches meet in a join.
+pub struct JoinNode {
+    pub kind: JoinKind,
+    pub left_keys: PhysicalExprs,
+    pub right_keys: PhysicalExprs,
+    pub key_types: Vec<DataType>,
+    pub nulls_match: bool,
+    pub filter: Option<Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
+    pub left_schema: SchemaRef,
+    pub right_schema: SchemaRef,
+    pub schema: SchemaRef,
+    display: String,
+}
+
+impl JoinNode {
+    pub fn describe(&self) -> String {
+        self.display.clone()
+    }
+
+    pub fn spec(self) -> JoinSpec {
+        JoinSpec {
+            kind: self.kind,
+            left: JoinInput {
+                schema: self.left_schema,
+                keys: self.left_keys,
+            },
+            right: JoinInput {
+                schema: self.right_schema,
+                keys: self.right_keys,
+            },
+            key_types: self.key_types,
+            nulls_match: self.nulls_match,
+            filter: self.filter,
+            schema: self.schema,
+        }
+    }
+}
+
+impl Planner<'_> {
+    /// `WHERE` over a comma or inner join: its conditions join the ON
+    /// condition, so equalities between the inputs become keys.
+    pub(super) fn filtered_join(&mut self, predicate: &Expr, join: &Join) -> Result<Segment> {
+        let filter = match &join.filter {
+            Some(on) => on.clone().and(predicate.clone()),
+            None => predicate.clone(),
+        };
+        let mut join = join.clone();
+        join.filter = Some(filter);
+        self.join(&join)
+    }
+
+    pub(super) fn join(&mut self, join: &Join) -> Result<Segment> {
+        let kind = join_kind(join.join_type)?;
+        if self.emit == EmitMode::OnWindowClose {
+            return Err(unsupported(
+                "EMIT ON WINDOW CLOSE over a join",
+                "Leave out EMIT ON WINDOW CLOSE: the join's rows are shown as they change.",
+            ));
+        }
+        let join = equijoin_keys(join)?;
+        let (pushed, residual) = split_condition(&join, kind);
+        if residual.is_some() && kind != JoinKind::Inner {
+            return Err(unsupported(
+                "an outer join whose ON condition compares the inputs other than by equality",
+                "Join on equal keys and filter the result in WHERE, or use an inner join.",
+            ));
+        }
+        let mut inputs = Vec::new();
+        for (side, input) in [join.left.as_ref(), join.right.as_ref()]
+            .into_iter()
+            .enumerate()
+        {
+            let mut segment = self.segment(input)?;
+            if segment.junction.is_some() {
+                return Err(unsupported(
+                    "a join whose input is itself a join or a UNION ALL",
+                    "Make the inner join or union a materialized view of its own and join that.",
+                ));
+            }
+            for condition in &pushed[side] {
+                segment.nodes.push(StreamNode::Filter(FilterNode {
+                    predicate: self.physical(condition, input)?,
+                    display: shown(condition),
+                }));
+            }
+            inputs.push(segment);
+        }
+        let node = self.join_node(&join, kind, residual)?;
+        let right = inputs.pop().expect("two inputs");
+        let left = inputs.pop().expect("two inputs");
+        Ok(Segment::joined(left, right, node))
+    }
+
+    fn join_node(&self, join: &Join, kind: JoinKind, residual: Option<Expr>) -> Result<JoinNode> {
+        let (left, right) = (join.left.as_ref(), join.right.as_ref());
+        let mut left_keys = Vec::new();
+        let mut right_keys = Vec::new();
+        let mut key_types = Vec::new();
+        let mut shown_keys = Vec::new();
+        for (left_key, right_key) in &join.on {
+            let key_type = left_key.get_type(left.schema())?;
+            let right_key = match right_key.get_type(right.schema())? {
+                same if same == key_type => right_key.clone(),
+                _ => right_key.clone().cast_to(&key_type, right.schema())?,
+            };
+            left_keys.push(self.physical(left_key, left)?);
+            right_keys.push(self.physical(&right_key, right)?);
+            shown_keys.push(format!("{} = {}", shown(left_key), shown(&right_key)));
+            key_types.push(key_type);
+        }
+        let filter = residual
+            .as_ref()
+            .map(|condition| self.physical(condition, &LogicalPlan::Join(join.clone())))
+            .transpose()?;
+        let display = format!(
+            "Join: type={} on=[{}]{} state=unbounded",
+            kind.name(),
+            shown_keys.join(", "),
+            residual
+                .as_ref()
+                .map(|condition| format!(" filter={}", shown(condition)))
+                .unwrap_or_default()
+        );
+        Ok(JoinNode {
+            kind,
+            left_keys,
+            right_keys,
+            key_types,
+            nulls_match: join.null_equality == NullEquality::NullEqualsNull,
+            filter,
+            left_schema: Arc::new(left.schema().as_arrow().clone()),
+            right_schema: Arc::new(right.schema().as_arrow().clone()),
+            schema: Arc::new(join.schema.as_arrow().clone()),
+            display,
+        })
+    }
+}
+
+fn join_kind(join_type: JoinType) -> Result<JoinKind> {
+    Ok(match join_type {
+        JoinType::Inner => JoinKind::Inner,
+        JoinType::Left => JoinKind::Left,
+        JoinType::Right => JoinKind::Right,
+        JoinType::Full => JoinKind::Full,
+        other => {
+            return Err(unsupported(
+                &format!("a {other} join"),
+                "Use an inner, left, right or full join.",
+            ))
+        }
+    })
+}
+
+/// The join with the equalities between its inputs moved from the ON
+/// condition into its keys.
+fn equijoin_keys(join: &Join) -> Result<Join> {
+    let rewritten = ExtractEquijoinPredicate::new()
+        .rewrite(LogicalPlan::Join(join.clone()), &OptimizerContext::new())?
+        .data;
+    match rewritten {
+        LogicalPlan::Join(join) => Ok(join),
+        _ => Err(WeirError::internal("a join rewrote into something else")),
+    }
+}
+
+/// The conditions of the ON clause that are not keys: those that can
+/// filter one input before the join (`[left, right]`), and the rest, on
+/// the joined row. A condition on one input filters it only if that
+/// input's rows are not preserved (in `a LEFT JOIN b ON … AND a.x > 0` a
+/// row of `a` failing `a.x > 0` is still shown, NULL-padded).
+fn split_condition(join: &Join, kind: JoinKind) -> ([Vec<Expr>; 2], Option<Expr>) {
+    let mut pushed: [Vec<Expr>; 2] = [Vec::new(), Vec::new()];
+    let mut rest = Vec::new();
+    let conditions = join.filter.clone().map(split_conjunction_owned);
+    for condition in conditions.unwrap_or_default() {
+        let columns = condition.column_refs();
+        let only = |plan: &LogicalPlan| {
+            columns
+                .iter()
+                .all(|column| plan.schema().has_column(column))
+        };
+        let side = match (only(&join.left), only(&join.right)) {
+            (true, _) if !kind.preserves(0) && !columns.is_empty() => Some(0),
+            (_, true) if !kind.preserves(1) && !columns.is_empty() => Some(1),
+            _ => None,
+        };
+        match side {
+            Some(side) => pushed[side].push(condition),
+            None => rest.push(condition),
+        }
+    }
+    (pushed, conjunction(rest))
+}
+
+impl Segment {
+    /// Two chains meeting at a join.
+    fn joined(left: Segment, right: Segment, node: JoinNode) -> Segment {
+        let updating = left.updating || right.updating || node.kind != JoinKind::Inner;
+        let branches = [left, right].map(|segment| Branch {
+            input: segment.input,
+            nodes: segment.nodes,
+            source_line: segment.source_line,
+        });
+        Segment {
+            input: String::new(),
+            source_line: String::new(),
+            nodes: Vec::new(),
+            watermark: None,
+            window: None,
+            updating,
+            junction: Some(JunctionNode::Join(node)),
+            branches: branches.into(),
+        }
+    }
+}

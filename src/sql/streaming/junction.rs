@@ -1,0 +1,33 @@
+//! Where a view's branches meet: a UNION ALL of any number, or a join of
+//! two. Plans the runtime's `Junction`.
+
+use super::join::JoinNode;
+use super::union::UnionNode;
+use crate::error::Result;
+use crate::stream::junction::Junction;
+use crate::stream::operators::{JoinOperator, UnionOperator};
+
+pub enum JunctionNode {
+    Union(UnionNode),
+    Join(JoinNode),
+}
+
+impl JunctionNode {
+    pub fn describe(&self) -> String {
+        match self {
+            JunctionNode::Union(union) => union.describe(),
+            JunctionNode::Join(join) => join.describe(),
+        }
+    }
+
+    pub fn operator(self) -> Result<Junction> {
+        Ok(match self {
+            JunctionNode::Union(union) => Junction::Union(UnionOperator::new(
+                union.schema,
+                union.inputs,
+                union.watermark.is_some(),
+            )),
+            JunctionNode::Join(join) => Junction::Join(Box::new(JoinOperator::new(join.spec())?)),
+        })
+    }
+}

@@ -1,0 +1,54 @@
+//! Where a view's branches meet: a UNION ALL (`UnionOperator`) or a join
+//! of two (`JoinOperator`). Either aligns the branches' barriers; the
+//! pipeline checkpoints it when a barrier has come from every branch.
+
+use super::checkpoint::{StateReader, StateWriter};
+use super::message::Message;
+use super::operator::Output;
+use super::operators::{JoinOperator, UnionOperator};
+use crate::error::Result;
+
+pub enum Junction {
+    Union(UnionOperator),
+    Join(Box<JoinOperator>),
+}
+
+impl Junction {
+    /// A message from `branch`; what passes goes to `output`. Returns the
+    /// epoch of a barrier that has now come from every branch.
+    pub fn on_message(
+        &mut self,
+        branch: usize,
+        message: Message,
+        output: &mut Output,
+    ) -> Result<Option<u64>> {
+        match self {
+            Junction::Union(union) => union.on_message(branch, message, output),
+            Junction::Join(join) => join.on_message(branch, message, output),
+        }
+    }
+
+    pub fn checkpoint(&mut self, state: &mut StateWriter) {
+        match self {
+            Junction::Union(union) => union.checkpoint(state),
+            Junction::Join(join) => join.checkpoint(state),
+        }
+    }
+
+    pub fn restore(&mut self, state: &StateReader) -> Result<()> {
+        match self {
+            Junction::Union(union) => {
+                union.restore(state);
+                Ok(())
+            }
+            Junction::Join(join) => join.restore(state),
+        }
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            Junction::Union(_) => 0,
+            Junction::Join(join) => join.memory_bytes(),
+        }
+    }
+}

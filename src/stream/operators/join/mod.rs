@@ -1,0 +1,301 @@
+//! Where a view's two branches meet in a join (inner, left, right or full
+//! outer) on equal keys, with an optional further condition on the joined
+//! row for inner joins. Each side keeps its rows so far as a multiset per
+//! key (`side.rs`); a change on one side is joined with the other side's
+//! rows of its key and then applied to its own, so the output is exactly
+//! the change of the joined multiset (for a self-join too: the left
+//! branch's change meets the right side before it has that change, the
+//! right branch's meets the left after). Outer joins also emit and retract
+//! the NULL-padded row of a preserved row as its key gains its first match
+//! or loses its last. The state grows with the inputs: nothing bounds it.
+//! A barrier passes, and the state is checkpointed, once both branches
+//! sent it. Watermarks stop here (the output has no watermark column).
+
+mod side;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, ArrayRef, AsArray, Int64Array, UInt32Builder};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::SortField;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::{Result, WeirError};
+use crate::stream::alignment::BarrierAlign;
+use crate::stream::checkpoint::{StateReader, StateWriter};
+use crate::stream::message::{Chunk, Message};
+use crate::stream::operator::Output;
+use side::JoinSide;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    Inner,
+    Left,
+    Right,
+    Full,
+}
+
+impl JoinKind {
+    /// Whether rows of `side` (0 left, 1 right) appear without a match.
+    pub fn preserves(self, side: usize) -> bool {
+        matches!(
+            (self, side),
+            (JoinKind::Left, 0) | (JoinKind::Right, 1) | (JoinKind::Full, _)
+        )
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "Inner",
+            JoinKind::Left => "Left",
+            JoinKind::Right => "Right",
+            JoinKind::Full => "Full",
+        }
+    }
+}
+
+/// One input of a join: its columns and its key expressions over them.
+pub struct JoinInput {
+    pub schema: SchemaRef,
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+pub struct JoinSpec {
+    pub kind: JoinKind,
+    pub left: JoinInput,
+    pub right: JoinInput,
+    /// The key types (both sides' keys evaluate to these).
+    pub key_types: Vec<datafusion::arrow::datatypes::DataType>,
+    /// `IS NOT DISTINCT FROM` keys: NULL matches NULL.
+    pub nulls_match: bool,
+    /// A further condition on the joined row (inner joins only).
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// Left columns, then right.
+    pub schema: SchemaRef,
+}
+
+pub struct JoinOperator {
+    kind: JoinKind,
+    sides: [JoinSide; 2],
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+    barriers: BarrierAlign,
+    names: [String; 2],
+}
+
+impl JoinOperator {
+    pub fn new(spec: JoinSpec) -> Result<Self> {
+        if spec.filter.is_some() && spec.kind != JoinKind::Inner {
+            return Err(WeirError::internal("an outer join with a residual filter"));
+        }
+        let key_fields = || {
+            spec.key_types
+                .iter()
+                .map(|data_type| SortField::new(data_type.clone()))
+                .collect::<Vec<_>>()
+        };
+        let side = |index, input: JoinInput| {
+            JoinSide::new(
+                index,
+                input.schema,
+                input.keys,
+                key_fields(),
+                spec.nulls_match,
+            )
+        };
+        let names = ["left".to_string(), "right".to_string()];
+        Ok(JoinOperator {
+            kind: spec.kind,
+            sides: [side(0, spec.left)?, side(1, spec.right)?],
+            filter: spec.filter,
+            schema: spec.schema,
+            barriers: BarrierAlign::new(&names),
+            names,
+        })
+    }
+
+    /// A message from branch `side` (0 left, 1 right); the join's changes
+    /// go to `output`. Returns the epoch of a barrier that has now come
+    /// from both branches (the caller checkpoints the join then).
+    pub fn on_message(
+        &mut self,
+        side: usize,
+        message: Message,
+        output: &mut Output,
+    ) -> Result<Option<u64>> {
+        match message {
+            Message::Batch(chunk) => self.on_batch(side, &chunk, output)?,
+            Message::Watermark(_) => {}
+            Message::Barrier(epoch) => {
+                if self.barriers.arrive(&self.names[side], epoch) {
+                    output.push(Message::Barrier(epoch));
+                    return Ok(Some(epoch));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn on_batch(&mut self, side: usize, chunk: &Chunk, output: &mut Output) -> Result<()> {
+        let [left, right] = &mut self.sides;
+        let (this, other) = if side == 0 {
+            (left, &*right)
+        } else {
+            (right, &*left)
+        };
+        let keys = this.batch_keys(&chunk.rows)?;
+        let rows = this.batch_rows(&chunk.rows)?;
+        let (this_preserved, other_preserved) =
+            (self.kind.preserves(side), self.kind.preserves(1 - side));
+        let mut matches = Matches::default();
+        for index in 0..chunk.num_rows() {
+            let diff = chunk.diff(index);
+            let probe = Some(index as u32);
+            if !keys.matchable[index] {
+                if this_preserved {
+                    matches.push(probe, None, diff);
+                }
+                continue;
+            }
+            let key = keys.keys.row(index);
+            let key = key.as_ref();
+            match other.group(key) {
+                Some(group) => {
+                    for (row, count) in &group.rows {
+                        matches.push(probe, Some(&**row), diff * count);
+                    }
+                }
+                None if this_preserved => matches.push(probe, None, diff),
+                None => {}
+            }
+            if other_preserved {
+                let before = this.total(key);
+                let gained_first = before <= 0 && before + diff > 0;
+                let lost_last = before > 0 && before + diff <= 0;
+                if let (true, Some(group)) = (gained_first || lost_last, other.group(key)) {
+                    let sign = if gained_first { -1 } else { 1 };
+                    for (row, count) in &group.rows {
+                        matches.push(None, Some(&**row), sign * count);
+                    }
+                }
+            }
+            this.apply(key, rows.row(index).as_ref(), diff);
+        }
+        let joined = joined(
+            &self.schema,
+            self.filter.as_ref(),
+            (side, other),
+            chunk,
+            matches,
+        )?;
+        if let Some(joined) = joined.filter(|joined| joined.num_rows() > 0) {
+            output.push(Message::batch(joined));
+        }
+        Ok(())
+    }
+
+    pub fn checkpoint(&mut self, state: &mut StateWriter) {
+        for side in &mut self.sides {
+            side.checkpoint(state);
+        }
+    }
+
+    pub fn restore(&mut self, state: &StateReader) -> Result<()> {
+        for side in &mut self.sides {
+            side.restore(state)?;
+        }
+        Ok(())
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.sides.iter().map(JoinSide::memory_bytes).sum()
+    }
+}
+
+/// The output rows of `matches`: probe rows from `chunk` (of `side`),
+/// stored rows from `other`, left columns first.
+fn joined(
+    schema: &SchemaRef,
+    filter: Option<&Arc<dyn PhysicalExpr>>,
+    (side, other): (usize, &JoinSide),
+    chunk: &Chunk,
+    matches: Matches,
+) -> Result<Option<Chunk>> {
+    let Matches {
+        mut probe,
+        mut stored,
+        stored_rows,
+        diffs,
+    } = matches;
+    if diffs.is_empty() {
+        return Ok(None);
+    }
+    let (probe, stored) = (probe.finish(), stored.finish());
+    let taken = |columns: &[ArrayRef], indices| {
+        columns
+            .iter()
+            .map(|column| take(column, indices, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+    };
+    let probe_columns = taken(chunk.rows.columns(), &probe)?;
+    let stored_columns = if stored_rows.is_empty() {
+        let fields = other.schema().fields();
+        fields
+            .iter()
+            .map(|field| new_null_array(field.data_type(), diffs.len()))
+            .collect()
+    } else {
+        taken(&other.columns(stored_rows)?, &stored)?
+    };
+    let columns = match side {
+        0 => [probe_columns, stored_columns].concat(),
+        _ => [stored_columns, probe_columns].concat(),
+    };
+    let options = RecordBatchOptions::new().with_row_count(Some(diffs.len()));
+    let rows = RecordBatch::try_new_with_options(schema.clone(), columns, &options)?;
+    let joined = Chunk {
+        rows,
+        diffs: Some(Int64Array::from(diffs)),
+        watermarks: None,
+    };
+    let Some(filter) = filter else {
+        return Ok(Some(joined));
+    };
+    let mask = filter
+        .evaluate(&joined.rows)?
+        .into_array(joined.num_rows())?;
+    let mask = mask
+        .as_boolean_opt()
+        .ok_or_else(|| WeirError::internal("a join condition is not boolean"))?;
+    Ok(Some(joined.filter(mask)?))
+}
+
+/// The output rows of one batch, in order: a probe row (or NULLs), a
+/// stored row of the other side (or NULLs), and +1 or -1.
+#[derive(Default)]
+struct Matches<'a> {
+    probe: UInt32Builder,
+    stored: UInt32Builder,
+    stored_rows: Vec<&'a [u8]>,
+    diffs: Vec<i64>,
+}
+
+impl<'a> Matches<'a> {
+    /// A change of `diff` copies of the joined row, put out as that many
+    /// rows of diff ±1: operators downstream (aggregates) count rows.
+    fn push(&mut self, probe: Option<u32>, stored: Option<&'a [u8]>, diff: i64) {
+        let stored = stored.map(|row| {
+            self.stored_rows.push(row);
+            (self.stored_rows.len() - 1) as u32
+        });
+        for _ in 0..diff.unsigned_abs() {
+            self.probe.append_option(probe);
+            self.stored.append_option(stored);
+            self.diffs.push(diff.signum());
+        }
+    }
+}

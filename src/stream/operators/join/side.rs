@@ -1,0 +1,197 @@
+//! One input of a join: its rows so far as a multiset grouped by join key.
+//! Rows and keys are held in Arrow's row format (bytes that compare equal
+//! exactly when the values do), so a probe is one hash lookup per row and
+//! building output converts the matched rows back in one call.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::Result;
+use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+
+/// The rows of one key, each with its multiplicity.
+#[derive(Debug, Default)]
+pub struct KeyGroup {
+    pub rows: HashMap<Box<[u8]>, i64>,
+    /// The sum of the multiplicities: rows of this key present now.
+    pub total: i64,
+}
+
+/// A batch's join keys in row format, and whether each row can match at
+/// all (a NULL key matches nothing unless NULLs are equal).
+pub struct BatchKeys {
+    pub keys: Rows,
+    pub matchable: Vec<bool>,
+}
+
+pub struct JoinSide {
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    nulls_match: bool,
+    key_converter: RowConverter,
+    row_converter: RowConverter,
+    schema: SchemaRef,
+    groups: HashMap<Box<[u8]>, KeyGroup>,
+    /// Rows whose multiplicity changed since the last checkpoint, with
+    /// their key.
+    changed: HashMap<Box<[u8]>, Box<[u8]>>,
+    bytes: usize,
+    /// The checkpoint entries of this side start with it.
+    state_prefix: Vec<u8>,
+}
+
+/// Rows restored from a checkpoint are converted this many at a time.
+const RESTORE_BATCH_ROWS: usize = 8192;
+
+impl JoinSide {
+    pub fn new(
+        index: usize,
+        schema: SchemaRef,
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        key_fields: Vec<SortField>,
+        nulls_match: bool,
+    ) -> Result<Self> {
+        let row_fields = schema
+            .fields()
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        Ok(JoinSide {
+            keys,
+            nulls_match,
+            key_converter: RowConverter::new(key_fields)?,
+            row_converter: RowConverter::new(row_fields)?,
+            schema,
+            groups: HashMap::new(),
+            changed: HashMap::new(),
+            bytes: 0,
+            state_prefix: format!("rows/{index}/").into_bytes(),
+        })
+    }
+
+    pub fn batch_keys(&self, batch: &RecordBatch) -> Result<BatchKeys> {
+        let rows = batch.num_rows();
+        let columns = self
+            .keys
+            .iter()
+            .map(|key| key.evaluate(batch)?.into_array(rows))
+            .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+        let matchable = (0..rows)
+            .map(|row| self.nulls_match || columns.iter().all(|column| column.is_valid(row)))
+            .collect();
+        Ok(BatchKeys {
+            keys: self.key_converter.convert_columns(&columns)?,
+            matchable,
+        })
+    }
+
+    /// The batch's rows in row format, as they are stored.
+    pub fn batch_rows(&self, batch: &RecordBatch) -> Result<Rows> {
+        Ok(self.row_converter.convert_columns(batch.columns())?)
+    }
+
+    pub fn group(&self, key: &[u8]) -> Option<&KeyGroup> {
+        self.groups.get(key).filter(|group| group.total > 0)
+    }
+
+    /// Rows of `key` present now.
+    pub fn total(&self, key: &[u8]) -> i64 {
+        self.groups.get(key).map_or(0, |group| group.total)
+    }
+
+    /// Adds `diff` to the multiplicity of `row` under `key`.
+    pub fn apply(&mut self, key: &[u8], row: &[u8], diff: i64) {
+        if !self.groups.contains_key(key) {
+            self.bytes += key.len() + GROUP_OVERHEAD_BYTES;
+            self.groups.insert(key.into(), KeyGroup::default());
+        }
+        let group = self.groups.get_mut(key).expect("inserted above");
+        group.total += diff;
+        let count = match group.rows.get_mut(row) {
+            Some(count) => {
+                *count += diff;
+                *count
+            }
+            None => {
+                self.bytes += row.len() + ROW_OVERHEAD_BYTES;
+                group.rows.insert(row.into(), diff);
+                diff
+            }
+        };
+        if count == 0 {
+            group.rows.remove(row);
+            self.bytes -= row.len() + ROW_OVERHEAD_BYTES;
+        }
+        if group.rows.is_empty() {
+            self.groups.remove(key);
+            self.bytes -= key.len() + GROUP_OVERHEAD_BYTES;
+        }
+        if !self.changed.contains_key(row) {
+            self.changed.insert(row.into(), key.into());
+        }
+    }
+
+    /// Stored rows back as columns of the side's schema.
+    pub fn columns<'a>(&self, rows: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<ArrayRef>> {
+        let parser = self.row_converter.parser();
+        let rows = rows.into_iter().map(|bytes| parser.parse(bytes));
+        Ok(self.row_converter.convert_rows(rows)?)
+    }
+
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes + self.changed.len() * ROW_OVERHEAD_BYTES
+    }
+
+    /// Writes the multiplicity of every row that changed (deleting rows
+    /// that are gone).
+    pub fn checkpoint(&mut self, state: &mut StateWriter) {
+        for (row, key) in self.changed.drain() {
+            let name = [self.state_prefix.as_slice(), &row].concat();
+            let count = self.groups.get(&key).and_then(|group| group.rows.get(&row));
+            match count {
+                Some(count) => state.put(&name, encode_i64(*count)),
+                None => state.delete(&name),
+            }
+        }
+    }
+
+    pub fn restore(&mut self, state: &StateReader) -> Result<()> {
+        let prefix = self.state_prefix.clone();
+        let entries: Vec<(&[u8], i64)> = state
+            .with_prefix(&prefix)
+            .filter_map(|(name, value)| Some((&name[prefix.len()..], decode_i64(value)?)))
+            .collect();
+        for piece in entries.chunks(RESTORE_BATCH_ROWS) {
+            let columns = self.columns(piece.iter().map(|(row, _)| *row))?;
+            let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+            let keys = self.batch_keys(&batch)?;
+            for (index, (row, count)) in piece.iter().enumerate() {
+                self.apply(keys.keys.row(index).as_ref(), row, *count);
+            }
+        }
+        self.changed.clear();
+        Ok(())
+    }
+
+    /// Every stored row (for tests and checks).
+    #[cfg(test)]
+    pub fn stored(&self) -> std::collections::HashSet<(Vec<u8>, i64)> {
+        self.groups
+            .values()
+            .flat_map(|group| group.rows.iter().map(|(row, count)| (row.to_vec(), *count)))
+            .collect()
+    }
+}
+
+/// Rough per-entry costs of the hash maps, for the memory gauge.
+const GROUP_OVERHEAD_BYTES: usize = 96;
+const ROW_OVERHEAD_BYTES: usize = 48;
