@@ -1,8 +1,9 @@
 //! Views over joins survive kill -9: each join's state (both inputs' rows,
 //! as multisets per key) is restored from the last checkpoint and the rows
 //! after it are replayed, so the views continue exactly like a run that
-//! never stopped — inner and outer joins, an aggregate over a join, and a
-//! join over a view whose rows are updated.
+//! never stopped — inner and outer joins, an aggregate over a join, a
+//! join over a view whose rows are updated, and aggregates over retracting
+//! rows (their sliding and multiset accumulators are restored too).
 
 mod common;
 
@@ -23,9 +24,23 @@ const SETUP: &str = "
         SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id;
     CREATE MATERIALIZED VIEW counted AS
         SELECT c.region, k.n FROM order_counts k LEFT JOIN customers c ON c.id = k.customer_id;
+    CREATE MATERIALIZED VIEW histogram AS
+        SELECT n, COUNT(*) AS customers, SUM(n) AS orders FROM order_counts GROUP BY n;
+    CREATE MATERIALIZED VIEW region_extremes AS
+        SELECT c.region, MIN(o.amount) AS least, MAX(o.amount) AS most,
+               COUNT(DISTINCT o.amount) AS amounts, AVG(o.amount) AS mean
+        FROM customers c LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.region;
 ";
 
-const VIEWS: [&str; 5] = ["named", "everyone", "per_region", "order_counts", "counted"];
+const VIEWS: [&str; 7] = [
+    "named",
+    "everyone",
+    "per_region",
+    "order_counts",
+    "counted",
+    "histogram",
+    "region_extremes",
+];
 
 /// Statement `step` adds customers (every fourth) or orders, some for
 /// customers that do not exist yet.

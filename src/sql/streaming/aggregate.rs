@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::{Aggregate, Expr, GroupingSet};
+use datafusion::logical_expr::{Aggregate, Expr, GroupingSet, LogicalPlan};
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 
 use super::errors::{has_subquery, no_watermark, shown, unsupported};
@@ -14,23 +14,42 @@ use super::{PhysicalExprs, Planner, Segment, WindowColumns};
 use crate::error::{Result, WeirError};
 use crate::stream::operators::aggregate::calls::AggregateCall;
 use crate::stream::operators::aggregate::late::SideOutputShape;
+use crate::stream::operators::aggregate::retraction::{MultisetKind, Retraction};
 use crate::stream::operators::aggregate::session_aggregate::SessionColumns;
 use crate::stream::operators::aggregate::WindowGroup;
 use crate::stream::operators::window::WindowKind;
 use crate::stream::{EmitMode, LatePolicy};
 
 impl Planner<'_> {
+    /// `SELECT DISTINCT` (and `UNION` without `ALL`): a GROUP BY over every
+    /// column with no aggregate, so a row shows once while any copy of it
+    /// is present.
+    pub(super) fn distinct(&mut self, input: &Arc<LogicalPlan>) -> Result<Segment> {
+        let columns = input
+            .schema()
+            .columns()
+            .into_iter()
+            .map(Expr::Column)
+            .collect();
+        let aggregate = Aggregate::try_new(Arc::clone(input), columns, Vec::new())?;
+        self.aggregate(&aggregate)
+    }
+
     pub(super) fn aggregate(&mut self, aggregate: &Aggregate) -> Result<Segment> {
         let mut segment = self.segment(&aggregate.input)?;
-        if segment.updating {
+        let window_group = self.window_group(aggregate, segment.window.as_ref())?;
+        let retracting = segment.updating;
+        if retracting && window_group.is_some() {
             return Err(unsupported(
-                "aggregating over a materialized view whose rows are updated (it emits on update)",
-                "Make the inner materialized view EMIT ON WINDOW CLOSE.",
+                "a windowed GROUP BY over rows that are updated (a view that emits on update, or an outer join)",
+                "Make the inner materialized view EMIT ON WINDOW CLOSE, or group without a window.",
             ));
         }
-        let window_group = self.window_group(aggregate, segment.window.as_ref())?;
         let (groups, display_groups) = self.groups(aggregate)?;
-        let (calls, display_calls) = self.calls(aggregate)?;
+        let (mut calls, display_calls) = self.calls(aggregate, retracting)?;
+        if retracting {
+            calls.push(self.row_count_call(aggregate)?);
+        }
         let watermark = match (&segment.window, &window_group) {
             (Some(window), Some(_)) if window.watermarked => Some(window.time_name.clone()),
             _ => None,
@@ -111,6 +130,7 @@ impl Planner<'_> {
             watermark,
             late,
             side_output: self.side_output.clone(),
+            retracting,
         }));
         Ok(segment)
     }
@@ -180,7 +200,11 @@ impl Planner<'_> {
         Ok((groups, display))
     }
 
-    fn calls(&self, aggregate: &Aggregate) -> Result<(Vec<AggregateCall>, Vec<String>)> {
+    fn calls(
+        &self,
+        aggregate: &Aggregate,
+        retracting: bool,
+    ) -> Result<(Vec<AggregateCall>, Vec<String>)> {
         let input_schema = aggregate.input.schema();
         let mut calls = Vec::new();
         let mut display = Vec::new();
@@ -215,10 +239,78 @@ impl Planner<'_> {
             // cannot be made must fail here, not on every later INSERT.
             function.create_accumulator()?;
             display.push(expr.human_display().to_string());
-            calls.push(AggregateCall { function, filter });
+            let mut call = AggregateCall::new(function, filter);
+            if retracting {
+                call.retraction = retraction(&call, input_schema.as_arrow())?;
+            }
+            calls.push(call);
         }
         Ok((calls, display))
     }
+
+    /// The hidden last call of an aggregate over retracting input: its
+    /// group's rows, so a group whose rows are all gone leaves the view.
+    fn row_count_call(&self, aggregate: &Aggregate) -> Result<AggregateCall> {
+        let input_schema = aggregate.input.schema();
+        let rows =
+            datafusion::functions_aggregate::expr_fn::count(datafusion::logical_expr::lit(1i64));
+        let context = PhysicalPlanningContext::default();
+        let lowered = LoweredAggregateBuilder::new(
+            &rows,
+            input_schema,
+            input_schema.as_arrow(),
+            self.props,
+            &context,
+        )
+        .with_name("__weir_group_rows")
+        .build()?;
+        let mut call = AggregateCall::new(lowered.aggregate, None);
+        call.retraction = Retraction::Sliding;
+        Ok(call)
+    }
+}
+
+/// How `call` takes back a retracted row: DataFusion's sliding
+/// accumulator where it is exact (COUNT, SUM, AVG), every value with its
+/// multiplicity for MIN, MAX and COUNT(DISTINCT); other functions are
+/// refused over retracting input.
+fn retraction(call: &AggregateCall, input: &Schema) -> Result<Retraction> {
+    let function = &call.function;
+    let name = function.fun().name().to_ascii_lowercase();
+    let arguments = function.expressions();
+    let value_type = match arguments.as_slice() {
+        [argument] => Some(argument.data_type(input)?),
+        _ => None,
+    };
+    let multiset = |kind| {
+        value_type
+            .clone()
+            .map(|value_type| Retraction::Multiset { kind, value_type })
+    };
+    let retraction = match (name.as_str(), function.is_distinct()) {
+        ("min", _) => multiset(MultisetKind::Min),
+        ("max", _) => multiset(MultisetKind::Max),
+        ("count", true) => multiset(MultisetKind::DistinctCount),
+        ("count" | "sum" | "avg", false) => function
+            .create_sliding_accumulator()?
+            .supports_retract_batch()
+            .then_some(Retraction::Sliding),
+        _ => None,
+    };
+    retraction.ok_or_else(|| {
+        unsupported(
+            &format!(
+                "{}{} over rows that are updated (a view that emits on update, or an outer join)",
+                function.fun().name(),
+                if function.is_distinct() {
+                    "(DISTINCT ...)"
+                } else {
+                    ""
+                }
+            ),
+            "Over updating rows a view can use COUNT, SUM, AVG, MIN, MAX and COUNT(DISTINCT).",
+        )
+    })
 }
 
 /// Where the window column `name` (if any) is among the GROUP BY columns.

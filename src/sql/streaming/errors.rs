@@ -55,15 +55,10 @@ pub(super) fn no_watermark(relation: &str, column: Option<&str>) -> WeirError {
 /// 0A000 naming the construct a materialized view cannot run yet.
 pub(super) fn refused(plan: &LogicalPlan) -> WeirError {
     let (what, hint) = match plan {
-        LogicalPlan::Distinct(distinct)
-            if matches!(distinct.input().as_ref(), LogicalPlan::Union(_)) =>
-        {
-            (
-                "UNION without ALL",
-                "Use UNION ALL (add GROUP BY over its columns to remove duplicates).",
-            )
-        }
-        LogicalPlan::Distinct(_) => ("SELECT DISTINCT", "Use GROUP BY over the columns instead."),
+        LogicalPlan::Distinct(_) => (
+            "DISTINCT ON",
+            "Keep the first row per key with ROW_NUMBER() in a query on the view, or GROUP BY the key.",
+        ),
         LogicalPlan::Limit(_) | LogicalPlan::Sort(_) => {
             ("LIMIT / OFFSET", "Apply LIMIT when querying the view.")
         }

@@ -21,7 +21,7 @@ use datafusion::common::tree_node::TreeNode;
 use datafusion::datasource::ViewTable;
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::{Expr, LogicalPlan, Projection, TableScan};
+use datafusion::logical_expr::{Distinct, Expr, LogicalPlan, Projection, TableScan};
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 
 use crate::connectors::table::DurableTable;
@@ -267,6 +267,7 @@ impl Planner<'_> {
             // A view has no order; ORDER BY only matters when it is queried.
             LogicalPlan::Sort(sort) if sort.fetch.is_none() => self.segment(&sort.input),
             LogicalPlan::Aggregate(aggregate) => self.aggregate(aggregate),
+            LogicalPlan::Distinct(Distinct::All(input)) => self.distinct(input),
             LogicalPlan::Union(union) => self.union(union),
             LogicalPlan::Join(join) => self.join(join),
             other => Err(refused(other)),

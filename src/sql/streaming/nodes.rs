@@ -65,6 +65,8 @@ pub struct AggregateNode {
     pub watermark: Option<String>,
     pub late: LatePolicy,
     pub side_output: Option<SideOutputShape>,
+    /// Its input retracts rows (the last call, hidden, counts a group's rows).
+    pub retracting: bool,
 }
 
 impl AggregateNode {
@@ -135,6 +137,7 @@ impl StreamNode {
                     node.emit,
                     node.schema,
                     late_handling(node.late, late_rows, node.side_output),
+                    node.retracting,
                 )?),
             },
         })
@@ -181,6 +184,9 @@ impl StreamNode {
                     node.display_calls.join(", "),
                     node.emit.describe()
                 );
+                if node.retracting {
+                    line.push_str(" retracts");
+                }
                 if node.window.is_some() {
                     let _ = write!(
                         line,

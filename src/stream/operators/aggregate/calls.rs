@@ -15,6 +15,7 @@ use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::retraction::{MultisetAccumulator, Retraction, MULTISET_STATE_WIDTH};
 use crate::error::Result;
 use crate::stream::message::{without_nulls, Chunk, Message};
 use crate::stream::operator::Output;
@@ -23,6 +24,44 @@ use crate::stream::operator::Output;
 pub struct AggregateCall {
     pub function: Arc<AggregateFunctionExpr>,
     pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// How its accumulator takes rows back (when its input retracts).
+    pub retraction: Retraction,
+}
+
+impl AggregateCall {
+    /// A call over rows that are never taken back.
+    pub fn new(
+        function: Arc<AggregateFunctionExpr>,
+        filter: Option<Arc<dyn PhysicalExpr>>,
+    ) -> Self {
+        AggregateCall {
+            function,
+            filter,
+            retraction: Retraction::None,
+        }
+    }
+
+    /// A fresh accumulator for a new group.
+    pub fn accumulator(&self) -> Result<Box<dyn Accumulator>> {
+        Ok(match &self.retraction {
+            Retraction::None => self.function.create_accumulator()?,
+            Retraction::Sliding => self.function.create_sliding_accumulator()?,
+            Retraction::Multiset { kind, value_type } => {
+                Box::new(MultisetAccumulator::new(*kind, value_type.clone())?)
+            }
+        })
+    }
+
+    /// How many state columns its accumulator has.
+    pub fn state_width(&self) -> Result<usize> {
+        Ok(match &self.retraction {
+            Retraction::None => self.function.state_fields()?.len(),
+            // A fresh accumulator's state is its shape (sliding SUM keeps
+            // a count besides the sum the plain one keeps).
+            Retraction::Sliding => self.accumulator()?.state()?.len(),
+            Retraction::Multiset { .. } => MULTISET_STATE_WIDTH,
+        })
+    }
 }
 
 /// The aggregate value columns (after the first `groups` columns of
@@ -92,10 +131,7 @@ pub type Arguments = (Vec<ArrayRef>, Option<BooleanArray>);
 
 /// Fresh accumulators for a new group.
 pub fn new_accumulators(calls: &[AggregateCall]) -> Result<Vec<Box<dyn Accumulator>>> {
-    calls
-        .iter()
-        .map(|call| Ok(call.function.create_accumulator()?))
-        .collect()
+    calls.iter().map(AggregateCall::accumulator).collect()
 }
 
 pub fn evaluate(accumulators: &mut [Box<dyn Accumulator>]) -> Result<Vec<ScalarValue>> {

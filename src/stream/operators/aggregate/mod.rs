@@ -16,6 +16,7 @@
 
 pub mod calls;
 pub mod late;
+pub mod retraction;
 pub mod session_aggregate;
 mod session_keys;
 mod session_partition;
@@ -102,6 +103,10 @@ pub struct AggregateOperator {
     /// A global aggregate (no GROUP BY, no window) owes its row over no
     /// input: COUNT(*) 0, SUM NULL — as the same query run as a batch.
     owes_empty_row: bool,
+    /// Its input retracts rows: accumulators take them back, and the last
+    /// call (not shown) counts a group's rows, so a group whose rows are
+    /// all gone leaves the view.
+    retracting: bool,
 }
 
 /// What a windowed aggregate does with late rows.
@@ -116,6 +121,14 @@ pub struct LateHandling {
 /// Rows to emit: group key, aggregate values, diff.
 type Emitted = Vec<(Vec<u8>, Vec<ScalarValue>, i64)>;
 
+/// A group's rows in one chunk.
+struct GroupRows<'a> {
+    end: i64,
+    key: &'a [u8],
+    inserted: usize,
+    retracted: usize,
+}
+
 impl AggregateOperator {
     pub fn new(
         groups: Vec<Arc<dyn PhysicalExpr>>,
@@ -124,6 +137,7 @@ impl AggregateOperator {
         emit: EmitMode,
         schema: SchemaRef,
         late: LateHandling,
+        retracting: bool,
     ) -> Result<Self> {
         let fields = schema.fields()[..groups.len()]
             .iter()
@@ -141,6 +155,7 @@ impl AggregateOperator {
             late,
             bin_changes: BinChanges::default(),
             owes_empty_row: global,
+            retracting,
         };
         if global {
             // The one group exists from the start (and is checkpointed with
@@ -295,14 +310,16 @@ impl Operator for AggregateOperator {
         // first-seen order: each row's group, then each group's rows made
         // contiguous by one permutation.
         let mut positions: HashMap<(i64, &[u8]), usize> = HashMap::new();
-        let mut groups: Vec<(i64, &[u8], usize)> = Vec::new();
-        let mut row_groups: Vec<(u32, usize)> = Vec::with_capacity(rows);
+        let mut groups: Vec<GroupRows> = Vec::new();
+        let mut row_groups: Vec<(u32, usize, bool)> = Vec::with_capacity(rows);
         let mut late = Vec::new();
         for (row, end) in ends.iter().enumerate() {
             let Some(end) = *end else { continue };
-            if chunk.diff(row) != 1 {
-                return Err(WeirError::internal("an aggregate received a retraction"));
-            }
+            let retracted = match chunk.diff(row) {
+                1 => false,
+                -1 if self.retracting => true,
+                _ => return Err(WeirError::internal("an aggregate received a retraction")),
+            };
             let window = self.window.as_ref();
             if let Some(row) =
                 window.and_then(|w| late_row(w, &chunk, context.watermark, row, end, lateness))
@@ -316,31 +333,53 @@ impl Operator for AggregateOperator {
                 key_rows.row(row).data()
             };
             let position = *positions.entry((end, key)).or_insert_with(|| {
-                groups.push((end, key, 0));
+                groups.push(GroupRows {
+                    end,
+                    key,
+                    inserted: 0,
+                    retracted: 0,
+                });
                 groups.len() - 1
             });
-            groups[position].2 += 1;
-            row_groups.push((row as u32, position));
+            match retracted {
+                false => groups[position].inserted += 1,
+                true => groups[position].retracted += 1,
+            }
+            row_groups.push((row as u32, position, retracted));
         }
         self.late.report(&chunk, &late)?;
 
+        // Each group's rows contiguous, its inserted rows before its
+        // retracted ones.
         let mut starts = Vec::with_capacity(groups.len());
         let mut next = 0;
-        for (_, _, count) in &groups {
+        for group in &groups {
             starts.push(next);
-            next += count;
+            next += group.inserted + group.retracted;
         }
-        let mut filled = starts.clone();
+        let mut filled: Vec<[usize; 2]> = groups
+            .iter()
+            .zip(&starts)
+            .map(|(group, start)| [*start, start + group.inserted])
+            .collect();
         let mut order = vec![0u32; next];
-        for (row, group) in row_groups {
-            order[filled[group]] = row;
-            filled[group] += 1;
+        for (row, group, retracted) in row_groups {
+            let slot = &mut filled[group][usize::from(retracted)];
+            order[*slot] = row;
+            *slot += 1;
         }
         let grouped = GroupedArguments::new(&arguments, &UInt32Array::from(order))?;
         let mut emitted = Vec::new();
-        for ((end, key, count), start) in groups.into_iter().zip(starts) {
-            let rows = start..start + count;
-            self.update_group((end, key), rows, &grouped, context, &mut emitted)?;
+        for (group, start) in groups.into_iter().zip(starts) {
+            let middle = start + group.inserted;
+            let rows = [start..middle, middle..middle + group.retracted];
+            self.update_group(
+                (group.end, group.key),
+                rows,
+                &grouped,
+                context,
+                &mut emitted,
+            )?;
         }
         self.emit_rows(emitted, output)
     }
@@ -373,12 +412,12 @@ impl Operator for AggregateOperator {
 }
 
 impl AggregateOperator {
-    /// Adds a group's `rows` (of the grouped arguments) to it and emits
-    /// what changed for it.
+    /// Adds a group's `inserted` rows (of the grouped arguments) to it,
+    /// takes its `retracted` rows back, and emits what changed for it.
     fn update_group(
         &mut self,
         (end, key): (i64, &[u8]),
-        rows: Range<usize>,
+        [inserted, retracted]: [Range<usize>; 2],
         grouped: &GroupedArguments,
         context: Context,
         emitted: &mut Emitted,
@@ -395,14 +434,34 @@ impl AggregateOperator {
         let accumulators = bin
             .get_mut(key)
             .ok_or_else(|| WeirError::internal("a group vanished"))?;
-        if emits && existed {
-            emitted.push((key.to_vec(), evaluate(accumulators)?, -1));
-        }
+        let before = match emits && existed {
+            true => Some(evaluate(accumulators)?),
+            false => None,
+        };
         for (call, accumulator) in accumulators.iter_mut().enumerate() {
-            accumulator.update_batch(&grouped.group(call, &rows)?)?;
+            if !inserted.is_empty() {
+                accumulator.update_batch(&grouped.group(call, &inserted)?)?;
+            }
+            if !retracted.is_empty() {
+                accumulator.retract_batch(&grouped.group(call, &retracted)?)?;
+            }
         }
-        if emits {
-            emitted.push((key.to_vec(), evaluate(accumulators)?, 1));
+        let after = evaluate(accumulators)?;
+        // The hidden row count (last call) of a group whose rows are gone.
+        let emptied = self.retracting
+            && !self.groups.is_empty()
+            && after.last() == Some(&ScalarValue::Int64(Some(0)));
+        if emptied {
+            bin.remove(key);
+        }
+        if before.as_ref() == Some(&after) && !emptied {
+            return Ok(());
+        }
+        if let Some(before) = before {
+            emitted.push((key.to_vec(), before, -1));
+        }
+        if emits && !emptied {
+            emitted.push((key.to_vec(), after, 1));
         }
         Ok(())
     }

@@ -59,10 +59,7 @@ fn operator_in(
         end: Some(2),
         gap_ns: GAP,
     };
-    let calls = vec![AggregateCall {
-        function: Arc::new(count),
-        filter: None,
-    }];
+    let calls = vec![AggregateCall::new(Arc::new(count), None)];
     let late = Arc::new(AtomicU64::new(0));
     let handling = LateHandling {
         policy,

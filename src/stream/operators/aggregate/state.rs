@@ -45,7 +45,7 @@ pub fn snapshot(
         .iter()
         .map(ScalarValue::to_array)
         .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
-    let mut fresh = call.function.create_accumulator()?;
+    let mut fresh = call.accumulator()?;
     fresh.merge_batch(&arrays)?;
     *accumulator = fresh;
     Ok(state)
@@ -195,10 +195,7 @@ pub fn encode_state(keys: BinaryArray, states: Vec<ArrayRef>) -> Result<Vec<u8>>
 
 /// How many state columns each call's accumulator has.
 pub fn state_widths(calls: &[AggregateCall]) -> Result<Vec<usize>> {
-    calls
-        .iter()
-        .map(|call| Ok(call.function.state_fields()?.len()))
-        .collect()
+    calls.iter().map(AggregateCall::state_width).collect()
 }
 
 /// The batches `encode_state` wrote, checked against the view's calls.
@@ -322,10 +319,7 @@ mod tests {
             .distinct()
             .build()
             .unwrap();
-        vec![AggregateCall {
-            function: Arc::new(function),
-            filter: None,
-        }]
+        vec![AggregateCall::new(Arc::new(function), None)]
     }
 
     fn group(calls: &[AggregateCall], names: &[&str]) -> Vec<Box<dyn Accumulator>> {

@@ -55,17 +55,14 @@ fn operator_with(emit: EmitMode, policy: LatePolicy) -> (Stage<AggregateOperator
         col("window_start", &input).unwrap(),
         col("k", &input).unwrap(),
     ];
-    let calls = vec![AggregateCall {
-        function: Arc::new(count),
-        filter: None,
-    }];
+    let calls = vec![AggregateCall::new(Arc::new(count), None)];
     let handling = LateHandling {
         policy,
         rows: LateRows::new(late.clone(), false),
         side_output: None,
     };
     let operator =
-        AggregateOperator::new(groups, calls, Some(window), emit, output, handling).unwrap();
+        AggregateOperator::new(groups, calls, Some(window), emit, output, handling, false).unwrap();
     (Stage::new(Box::new(operator)), late)
 }
 

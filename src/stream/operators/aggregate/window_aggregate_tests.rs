@@ -55,26 +55,14 @@ fn calls() -> Vec<AggregateCall> {
     };
     let positive = binary(v.clone(), BinaryOperator::Gt, lit(0i64), &input).unwrap();
     vec![
-        AggregateCall {
-            function: call(count_udaf(), v.clone(), false, "n"),
-            filter: None,
-        },
-        AggregateCall {
-            function: call(count_udaf(), v.clone(), true, "distinct_v"),
-            filter: None,
-        },
-        AggregateCall {
-            function: call(sum_udaf(), v.clone(), false, "positive_sum"),
-            filter: Some(positive),
-        },
-        AggregateCall {
-            function: call(min_udaf(), k, false, "least_k"),
-            filter: None,
-        },
-        AggregateCall {
-            function: call(median_udaf(), v, false, "median_v"),
-            filter: None,
-        },
+        AggregateCall::new(call(count_udaf(), v.clone(), false, "n"), None),
+        AggregateCall::new(call(count_udaf(), v.clone(), true, "distinct_v"), None),
+        AggregateCall::new(
+            call(sum_udaf(), v.clone(), false, "positive_sum"),
+            Some(positive),
+        ),
+        AggregateCall::new(call(min_udaf(), k, false, "least_k"), None),
+        AggregateCall::new(call(median_udaf(), v, false, "median_v"), None),
     ]
 }
 
@@ -133,8 +121,15 @@ fn vectorised(late: &Arc<AtomicU64>, partitions: usize) -> Stage<WindowAggregate
 fn reference(late: &Arc<AtomicU64>) -> Stage<AggregateOperator> {
     let (groups, calls, schema) = parts();
     let emit = EmitMode::OnWindowClose;
-    let operator =
-        AggregateOperator::new(groups, calls, Some(window()), emit, schema, handling(late));
+    let operator = AggregateOperator::new(
+        groups,
+        calls,
+        Some(window()),
+        emit,
+        schema,
+        handling(late),
+        false,
+    );
     Stage::new(Box::new(operator.unwrap()))
 }
 
