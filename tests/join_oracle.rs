@@ -6,8 +6,10 @@
 //! SQL. The views cover every join kind, conditions pushed into one input
 //! and on joined rows, aggregates (COUNT, SUM, AVG, MIN, MAX, COUNT
 //! DISTINCT) over an outer join and over a view whose rows are updated,
-//! groups that vanish, a join of an updating view, and DISTINCT / UNION
-//! over retracting rows.
+//! groups that vanish, a join of an updating view, DISTINCT / UNION and
+//! top-N (RANK, DENSE_RANK — ties make ROW_NUMBER's choice arbitrary —,
+//! ORDER BY … LIMIT and DISTINCT ON with total orders) over appended and
+//! retracting rows.
 //!
 //! `JOIN_ORACLE_SEEDS=7` (or `JOIN_ORACLE_SEEDS=0..40`) picks the seeds.
 
@@ -70,6 +72,29 @@ const VIEWS: &[(&str, &str)] = &[
          FROM order_counts FULL JOIN customers c ON c.id = order_counts.customer_id",
     ),
     ("distinct_pairs", "SELECT DISTINCT name, amount FROM left_join"),
+    (
+        "top_amounts",
+        "SELECT name, amount, r FROM (SELECT name, amount, \
+         RANK() OVER (PARTITION BY name ORDER BY amount DESC) AS r FROM left_join ) ranked WHERE r <= 2",
+    ),
+    (
+        "cheapest",
+        "SELECT customer_id, amount, d FROM (SELECT customer_id, amount, \
+         DENSE_RANK() OVER (PARTITION BY customer_id ORDER BY amount) AS d FROM orders) x WHERE d <= 2",
+    ),
+    (
+        "largest_orders",
+        "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 3",
+    ),
+    (
+        "best_per_name",
+        "SELECT DISTINCT ON (name) name, amount, id FROM left_join ORDER BY name, amount DESC, id",
+    ),
+    (
+        "busiest",
+        "SELECT customer_id, n FROM (SELECT customer_id, n, \
+         RANK() OVER (ORDER BY n DESC, customer_id) AS r FROM order_counts ) x WHERE r < 3",
+    ),
     (
         "either",
         "SELECT customer_id FROM orders UNION SELECT id FROM customers",

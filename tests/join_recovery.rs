@@ -3,7 +3,9 @@
 //! after it are replayed, so the views continue exactly like a run that
 //! never stopped — inner and outer joins, an aggregate over a join, a
 //! join over a view whose rows are updated, and aggregates over retracting
-//! rows (their sliding and multiset accumulators are restored too).
+//! rows (their sliding and multiset accumulators are restored too), and
+//! top-N views over appended rows (bounded state) and over an updating
+//! view (every row kept).
 
 mod common;
 
@@ -30,9 +32,18 @@ const SETUP: &str = "
         SELECT c.region, MIN(o.amount) AS least, MAX(o.amount) AS most,
                COUNT(DISTINCT o.amount) AS amounts, AVG(o.amount) AS mean
         FROM customers c LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.region;
+    CREATE MATERIALIZED VIEW top_orders AS
+        SELECT customer_id, id, amount, rn FROM (
+            SELECT customer_id, id, amount,
+                   ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY amount DESC, id) AS rn
+            FROM orders) ranked WHERE rn <= 2;
+    CREATE MATERIALIZED VIEW busiest AS
+        SELECT customer_id, n FROM (
+            SELECT customer_id, n, RANK() OVER (ORDER BY n DESC) AS r FROM order_counts) ranked
+        WHERE r <= 3;
 ";
 
-const VIEWS: [&str; 7] = [
+const VIEWS: [&str; 9] = [
     "named",
     "everyone",
     "per_region",
@@ -40,6 +51,8 @@ const VIEWS: [&str; 7] = [
     "counted",
     "histogram",
     "region_extremes",
+    "top_orders",
+    "busiest",
 ];
 
 /// Statement `step` adds customers (every fourth) or orders, some for

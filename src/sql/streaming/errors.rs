@@ -55,10 +55,6 @@ pub(super) fn no_watermark(relation: &str, column: Option<&str>) -> WeirError {
 /// 0A000 naming the construct a materialized view cannot run yet.
 pub(super) fn refused(plan: &LogicalPlan) -> WeirError {
     let (what, hint) = match plan {
-        LogicalPlan::Distinct(_) => (
-            "DISTINCT ON",
-            "Keep the first row per key with ROW_NUMBER() in a query on the view, or GROUP BY the key.",
-        ),
         LogicalPlan::Limit(_) | LogicalPlan::Sort(_) => {
             ("LIMIT / OFFSET", "Apply LIMIT when querying the view.")
         }

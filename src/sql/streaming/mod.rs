@@ -10,6 +10,7 @@ mod errors;
 mod join;
 mod junction;
 pub mod nodes;
+mod top_n;
 mod union;
 pub mod window_function;
 
@@ -34,6 +35,7 @@ use errors::{has_subquery, no_watermark, refused, shown, unsupported};
 pub use join::JoinNode;
 pub use junction::JunctionNode;
 use nodes::{EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
+pub use top_n::TopNNode;
 pub use union::{Branch, UnionNode};
 use window_function::WindowTable;
 
@@ -148,6 +150,7 @@ pub fn plan(
         aggregates: count_aggregates(plan),
         reads: Vec::new(),
         non_deterministic: None,
+        rank_limits: Default::default(),
     };
     if planner.aggregates > 1 {
         return Err(unsupported(
@@ -239,6 +242,8 @@ struct Planner<'a> {
     aggregates: usize,
     reads: Vec<String>,
     non_deterministic: Option<String>,
+    /// Bounds WHEREs put on ranking window functions below them (top-N).
+    rank_limits: top_n::RankLimits,
 }
 
 impl Planner<'_> {
@@ -255,6 +260,7 @@ impl Planner<'_> {
                         return self.filtered_join(&filter.predicate, join);
                     }
                 }
+                self.note_rank_limits(filter);
                 let mut segment = self.segment(&filter.input)?;
                 let predicate = self.physical(&filter.predicate, &filter.input)?;
                 segment.nodes.push(StreamNode::Filter(FilterNode {
@@ -266,10 +272,13 @@ impl Planner<'_> {
             LogicalPlan::SubqueryAlias(alias) => self.segment(&alias.input),
             // A view has no order; ORDER BY only matters when it is queried.
             LogicalPlan::Sort(sort) if sort.fetch.is_none() => self.segment(&sort.input),
+            LogicalPlan::Limit(limit) => self.limit(limit),
+            LogicalPlan::Distinct(Distinct::On(distinct)) => self.distinct_on(distinct),
             LogicalPlan::Aggregate(aggregate) => self.aggregate(aggregate),
             LogicalPlan::Distinct(Distinct::All(input)) => self.distinct(input),
             LogicalPlan::Union(union) => self.union(union),
             LogicalPlan::Join(join) => self.join(join),
+            LogicalPlan::Window(window) => self.ranking(window),
             other => Err(refused(other)),
         }
     }

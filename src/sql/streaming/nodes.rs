@@ -7,6 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::TopNNode;
 use crate::error::Result;
 use crate::stream::operators::aggregate::calls::AggregateCall;
 use crate::stream::operators::aggregate::late::SideOutputShape;
@@ -15,7 +16,7 @@ use crate::stream::operators::aggregate::{LateHandling, WindowGroup};
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
     AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator,
-    SessionAggregateOperator, WindowAggregateOperator, WindowOperator,
+    SessionAggregateOperator, TopNOperator, WindowAggregateOperator, WindowOperator,
 };
 use crate::stream::{EmitMode, LatePolicy, LateRows, Operator};
 
@@ -26,6 +27,7 @@ pub enum StreamNode {
     Window(WindowNode),
     Aggregate(AggregateNode),
     SessionAggregate(SessionAggregateNode),
+    TopN(TopNNode),
 }
 
 pub struct EmitOnCloseNode {
@@ -107,6 +109,7 @@ impl StreamNode {
                 node.watermark.is_some(),
             )),
             StreamNode::Filter(node) => Box::new(FilterOperator::new(node.predicate)),
+            StreamNode::TopN(node) => Box::new(TopNOperator::new(node.spec())?),
             StreamNode::Window(node) => Box::new(WindowOperator::new(
                 node.spec,
                 node.time_column,
@@ -172,6 +175,7 @@ impl StreamNode {
                 node.late.describe(),
                 node.watermark.as_deref().unwrap_or("never (no watermark)")
             ),
+            StreamNode::TopN(node) => node.describe(),
             StreamNode::Aggregate(node) => {
                 let mut line = format!(
                     "{}: group=[{}] aggregates=[{}] emit={}",

@@ -1,0 +1,319 @@
+//! Top-N in a view, three spellings of one `TopNNode`: a ranking window
+//! function (`ROW_NUMBER()`, `RANK()`, `DENSE_RANK()` OVER (PARTITION BY …
+//! ORDER BY …)) whose result a WHERE above it bounds (`rn <= 3`, `rn < 4`,
+//! `rn = 1`; the WHERE stays in the plan, true for every row the node
+//! emits); `ORDER BY … LIMIT n` (the top n overall, no rank column); and
+//! `DISTINCT ON (keys) … ORDER BY …` (the first row per key). A ranking
+//! without a bound would rerank a whole partition on every row, and other
+//! window functions are not incremental yet: both are refused.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::{Column, ScalarValue};
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{
+    BinaryExpr, DistinctOn, Expr, FetchType, Filter, Limit, LogicalPlan, Operator, SkipType,
+    SortExpr, Window,
+};
+use datafusion::physical_expr::{create_physical_sort_exprs, PhysicalSortExpr};
+
+use super::errors::{shown, unsupported};
+use super::nodes::{ProjectNode, StreamNode};
+use super::{PhysicalExprs, Planner, Segment};
+use crate::error::{Result, WeirError};
+use crate::stream::operators::top_n::{RankKind, TopNSpec};
+use crate::stream::EmitMode;
+
+pub struct TopNNode {
+    pub partition: PhysicalExprs,
+    pub order: Vec<PhysicalSortExpr>,
+    pub kind: RankKind,
+    pub limit: u64,
+    pub keeps_all: bool,
+    pub rank_column: bool,
+    pub schema: SchemaRef,
+    display: String,
+}
+
+impl TopNNode {
+    pub fn describe(&self) -> String {
+        self.display.clone()
+    }
+
+    pub fn spec(self) -> TopNSpec {
+        TopNSpec {
+            partition: self.partition,
+            order: self.order,
+            kind: self.kind,
+            limit: self.limit,
+            keeps_all: self.keeps_all,
+            rank_column: self.rank_column,
+            schema: self.schema,
+        }
+    }
+}
+
+/// The bounds WHEREs put on ranking columns: the window expression's
+/// name -> the largest rank kept.
+pub(super) type RankLimits = HashMap<String, u64>;
+
+impl Planner<'_> {
+    /// Notes the bound `filter` puts on a ranking column computed below it.
+    pub(super) fn note_rank_limits(&mut self, filter: &Filter) {
+        for condition in split_conjunction(&filter.predicate) {
+            let Some((column, limit)) = rank_bound(condition) else {
+                continue;
+            };
+            if let Some(name) = window_column(&filter.input, &column) {
+                let noted = self.rank_limits.entry(name).or_insert(limit);
+                *noted = (*noted).min(limit);
+            }
+        }
+    }
+
+    pub(super) fn ranking(&mut self, window: &Window) -> Result<Segment> {
+        let [expr] = window.window_expr.as_slice() else {
+            return Err(not_top_n());
+        };
+        let Expr::WindowFunction(function) = strip_alias(expr) else {
+            return Err(not_top_n());
+        };
+        let kind = match function.fun.name() {
+            "row_number" => RankKind::RowNumber,
+            "rank" => RankKind::Rank,
+            "dense_rank" => RankKind::DenseRank,
+            _ => return Err(not_top_n()),
+        };
+        let name = expr.schema_name().to_string();
+        let limit = *self.rank_limits.get(&name).ok_or_else(not_top_n)?;
+        let mut segment = self.segment(&window.input)?;
+        let shape = TopNShape {
+            input: &window.input,
+            partition: &function.params.partition_by,
+            order: &function.params.order_by,
+            kind,
+            limit,
+            rank_column: true,
+            schema: Arc::new(window.schema.as_arrow().clone()),
+        };
+        let rank_type = shape
+            .schema
+            .field(shape.schema.fields().len() - 1)
+            .data_type();
+        if rank_type != &DataType::UInt64 {
+            return Err(WeirError::internal("a rank that is not UInt64"));
+        }
+        self.push_top_n(&mut segment, shape)?;
+        Ok(segment)
+    }
+
+    /// `ORDER BY … LIMIT n` (a `Limit` over a `Sort`): the top n rows
+    /// overall, without a rank column.
+    pub(super) fn limit(&mut self, limit: &Limit) -> Result<Segment> {
+        let offset_free = matches!(limit.get_skip_type()?, SkipType::Literal(0));
+        let FetchType::Literal(Some(fetch)) = limit.get_fetch_type()? else {
+            return Err(limit_refused());
+        };
+        let LogicalPlan::Sort(sort) = limit.input.as_ref() else {
+            return Err(limit_refused());
+        };
+        if !offset_free || sort.fetch.is_some() {
+            return Err(limit_refused());
+        }
+        let mut segment = self.segment(&sort.input)?;
+        let shape = TopNShape {
+            input: &sort.input,
+            partition: &[],
+            order: &sort.expr,
+            kind: RankKind::RowNumber,
+            limit: fetch as u64,
+            rank_column: false,
+            schema: Arc::new(sort.input.schema().as_arrow().clone()),
+        };
+        self.push_top_n(&mut segment, shape)?;
+        Ok(segment)
+    }
+
+    /// `DISTINCT ON (keys) … ORDER BY …`: the first row per key, then the
+    /// selected columns.
+    pub(super) fn distinct_on(&mut self, distinct: &DistinctOn) -> Result<Segment> {
+        let mut segment = self.segment(&distinct.input)?;
+        let input = distinct.input.as_ref();
+        let shape = TopNShape {
+            input,
+            partition: &distinct.on_expr,
+            order: distinct.sort_expr.as_deref().unwrap_or_default(),
+            kind: RankKind::RowNumber,
+            limit: 1,
+            rank_column: false,
+            schema: Arc::new(input.schema().as_arrow().clone()),
+        };
+        self.push_top_n(&mut segment, shape)?;
+        let expressions = distinct
+            .select_expr
+            .iter()
+            .map(|expr| self.physical(expr, input))
+            .collect::<Result<Vec<_>>>()?;
+        segment.nodes.push(StreamNode::Project(ProjectNode {
+            expressions,
+            display: distinct.select_expr.iter().map(shown).collect(),
+            schema: Arc::new(distinct.schema.as_arrow().clone()),
+            watermark: None,
+        }));
+        Ok(segment)
+    }
+
+    fn push_top_n(&self, segment: &mut Segment, shape: TopNShape) -> Result<()> {
+        if self.emit == EmitMode::OnWindowClose {
+            return Err(unsupported(
+                "EMIT ON WINDOW CLOSE with a top-N (ORDER BY ... LIMIT, DISTINCT ON, ranking)",
+                "Leave out EMIT ON WINDOW CLOSE: the top rows are shown as they change.",
+            ));
+        }
+        let partition = shape
+            .partition
+            .iter()
+            .map(|expr| self.physical(expr, shape.input))
+            .collect::<Result<Vec<_>>>()?;
+        let order = create_physical_sort_exprs(
+            shape.order,
+            shape.input.schema(),
+            self.props,
+            &PhysicalPlanningContext::default(),
+        )?;
+        let keeps_all = segment.updating;
+        let display = format!(
+            "TopN: partition=[{}] order=[{}]{} limit={} state={}",
+            shape
+                .partition
+                .iter()
+                .map(shown)
+                .collect::<Vec<_>>()
+                .join(", "),
+            shape
+                .order
+                .iter()
+                .map(|sort| sort.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if shape.rank_column {
+                format!(" rank={}", shape.kind.name())
+            } else {
+                String::new()
+            },
+            shape.limit,
+            if keeps_all {
+                "unbounded (its input retracts: every row is kept)".to_string()
+            } else {
+                format!("top {} per partition", shape.limit)
+            }
+        );
+        segment.nodes.push(StreamNode::TopN(TopNNode {
+            partition,
+            order,
+            kind: shape.kind,
+            limit: shape.limit,
+            keeps_all,
+            rank_column: shape.rank_column,
+            schema: shape.schema,
+            display,
+        }));
+        segment.updating = true;
+        segment.watermark = None;
+        segment.window = None;
+        Ok(())
+    }
+}
+
+/// What a top-N keeps: the input it reads, its PARTITION BY and ORDER BY
+/// over that input, how it ranks and how many, and its output columns.
+struct TopNShape<'a> {
+    input: &'a LogicalPlan,
+    partition: &'a [Expr],
+    order: &'a [SortExpr],
+    kind: RankKind,
+    limit: u64,
+    rank_column: bool,
+    schema: SchemaRef,
+}
+
+fn limit_refused() -> WeirError {
+    unsupported(
+        "LIMIT without ORDER BY, with OFFSET, or with a computed count",
+        "Keep the top rows with ORDER BY ... LIMIT n (a constant, no OFFSET); apply OFFSET when querying the view.",
+    )
+}
+
+fn not_top_n() -> WeirError {
+    unsupported(
+        "a window function (OVER ...) other than a top-N",
+        "Keep the top rows per key: ROW_NUMBER(), RANK() or DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) AS rn in a subquery, and WHERE rn <= N outside it.",
+    )
+}
+
+fn strip_alias(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Alias(alias) => strip_alias(&alias.expr),
+        other => other,
+    }
+}
+
+fn strip_cast(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Cast(cast) => strip_cast(&cast.expr),
+        Expr::TryCast(cast) => strip_cast(&cast.expr),
+        other => other,
+    }
+}
+
+/// `rn <= N`, `rn < N`, `rn = 1` (either way round): the column and the
+/// largest rank it keeps.
+fn rank_bound(condition: &Expr) -> Option<(Column, u64)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = condition else {
+        return None;
+    };
+    let (column, op, value) = match (strip_cast(left), strip_cast(right)) {
+        (Expr::Column(column), Expr::Literal(value, _)) => (column, *op, value),
+        (Expr::Literal(value, _), Expr::Column(column)) => (column, op.swap()?, value),
+        _ => return None,
+    };
+    let ScalarValue::Int64(Some(value)) = value.cast_to(&DataType::Int64).ok()? else {
+        return None;
+    };
+    let limit = match op {
+        Operator::LtEq => value,
+        Operator::Lt => value - 1,
+        Operator::Eq if value == 1 => 1,
+        _ => return None,
+    };
+    Some((column.clone(), limit.max(0) as u64))
+}
+
+/// The name of the window expression `column` is, below `plan` (through
+/// aliases, projections that pass it on, and filters).
+fn window_column(plan: &LogicalPlan, column: &Column) -> Option<String> {
+    match plan {
+        LogicalPlan::SubqueryAlias(alias) => {
+            window_column(&alias.input, &Column::new_unqualified(&column.name))
+        }
+        LogicalPlan::Filter(filter) => window_column(&filter.input, column),
+        LogicalPlan::Projection(projection) => {
+            let index = projection
+                .schema
+                .index_of_column_by_name(column.relation.as_ref(), &column.name)?;
+            match strip_alias(&projection.expr[index]) {
+                Expr::Column(inner) => window_column(&projection.input, inner),
+                _ => None,
+            }
+        }
+        LogicalPlan::Window(window) => window
+            .window_expr
+            .iter()
+            .map(|expr| expr.schema_name().to_string())
+            .find(|name| name == &column.name),
+        _ => None,
+    }
+}

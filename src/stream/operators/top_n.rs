@@ -1,0 +1,399 @@
+//! Top-N per partition: `ROW_NUMBER()`, `RANK()` or `DENSE_RANK()` OVER
+//! (PARTITION BY … ORDER BY …) kept to the rows ranked at most `limit`,
+//! each with its rank. A partition's rows are ordered by their ORDER BY
+//! key in Arrow's row format (which sorts as the ORDER BY does), then by
+//! the whole row, so rows with equal keys have one fixed order. For each
+//! partition a batch touches, the ranked rows before and after it are
+//! compared and the difference emitted: a row whose rank moved is
+//! retracted and emitted again with its new rank. Work per batch is the
+//! touched partitions' top `limit` rows, never their history.
+//!
+//! Over an input that never retracts, a row ranked past the limit can
+//! never come back, so only the ranked rows are kept (bounded state);
+//! over an updating input every row is kept, as a retraction lets the
+//! next one in (the state grows with the input).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, UInt64Array};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+
+use crate::error::{Result, WeirError};
+use crate::stream::checkpoint::{StateReader, StateWriter};
+use crate::stream::message::{Chunk, Message};
+use crate::stream::operator::{Context, Operator, Output};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankKind {
+    RowNumber,
+    Rank,
+    DenseRank,
+}
+
+impl RankKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RankKind::RowNumber => "row_number",
+            RankKind::Rank => "rank",
+            RankKind::DenseRank => "dense_rank",
+        }
+    }
+}
+
+pub struct TopNSpec {
+    pub partition: Vec<Arc<dyn PhysicalExpr>>,
+    pub order: Vec<PhysicalSortExpr>,
+    pub kind: RankKind,
+    pub limit: u64,
+    /// The input retracts rows: keep every row, not only the ranked ones.
+    pub keeps_all: bool,
+    /// Whether rows carry their rank (`ORDER BY … LIMIT` and `DISTINCT ON`
+    /// show the top rows without it).
+    pub rank_column: bool,
+    /// The input's columns, then the rank (UInt64) if it is shown.
+    pub schema: SchemaRef,
+}
+
+/// A partition's entry: its ORDER BY key and the whole row, row format.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// A partition's rows, in rank order, with their multiplicities.
+type Partition = BTreeMap<Entry, i64>;
+
+pub struct TopNOperator {
+    spec: TopNSpec,
+    partition_converter: RowConverter,
+    order_converter: RowConverter,
+    row_converter: RowConverter,
+    partitions: HashMap<Box<[u8]>, Partition>,
+    /// Partitions changed since the last checkpoint.
+    changed: HashSet<Box<[u8]>>,
+}
+
+/// A ranked row: its bytes and rank.
+type Ranked<'a> = (&'a [u8], u64);
+
+impl TopNOperator {
+    pub fn new(spec: TopNSpec) -> Result<Self> {
+        let input = spec.schema.fields().len() - usize::from(spec.rank_column);
+        let fields = |types: Vec<SortField>| RowConverter::new(types);
+        let partition_types = spec
+            .partition
+            .iter()
+            .map(|expr| Ok(SortField::new(expr.data_type(&spec.schema)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let order_types = spec
+            .order
+            .iter()
+            .map(|sort| {
+                let data_type = sort.expr.data_type(&spec.schema)?;
+                Ok(SortField::new_with_options(data_type, sort.options))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let row_types = spec.schema.fields()[..input]
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        Ok(TopNOperator {
+            partition_converter: fields(partition_types)?,
+            order_converter: fields(order_types)?,
+            row_converter: fields(row_types)?,
+            spec,
+            partitions: HashMap::new(),
+            changed: HashSet::new(),
+        })
+    }
+
+    /// The partition's rows ranked within the limit, best first.
+    fn ranked<'a>(&self, partition: &'a Partition) -> Vec<Ranked<'a>> {
+        let mut ranked = Vec::new();
+        let (mut position, mut distinct) = (0u64, 0u64);
+        let mut previous: Option<(&[u8], u64)> = None;
+        for ((order, row), count) in partition {
+            for _ in 0..(*count).max(0) {
+                position += 1;
+                let rank = match (self.spec.kind, previous) {
+                    (RankKind::RowNumber, _) => position,
+                    (_, Some((key, rank))) if key == &**order => rank,
+                    (RankKind::Rank, _) => position,
+                    (RankKind::DenseRank, _) => distinct + 1,
+                };
+                if previous.is_none_or(|(key, _)| key != &**order) {
+                    distinct += 1;
+                }
+                if rank > self.spec.limit {
+                    return ranked;
+                }
+                previous = Some((order, rank));
+                ranked.push((&**row, rank));
+            }
+        }
+        ranked
+    }
+
+    /// Drops the rows ranked past the limit (input that never retracts).
+    fn prune(&mut self, key: &[u8]) {
+        let Some(partition) = self.partitions.get(key) else {
+            return;
+        };
+        let kept: HashSet<&[u8]> = self
+            .ranked(partition)
+            .into_iter()
+            .map(|(row, _)| row)
+            .collect();
+        let dropped: Vec<Entry> = partition
+            .keys()
+            .filter(|(_, row)| !kept.contains(&**row))
+            .cloned()
+            .collect();
+        let partition = self.partitions.get_mut(key).expect("looked up above");
+        for entry in dropped {
+            partition.remove(&entry);
+        }
+    }
+
+    /// Emits what changed in `before` → `after` (rows with their ranks).
+    fn changes(
+        before: Vec<(Box<[u8]>, u64)>,
+        after: Vec<Ranked<'_>>,
+        emitted: &mut Vec<(Box<[u8]>, u64, i64)>,
+    ) {
+        let mut difference: HashMap<(Box<[u8]>, u64), i64> = HashMap::new();
+        for (row, rank) in before {
+            *difference.entry((row, rank)).or_default() -= 1;
+        }
+        for (row, rank) in after {
+            *difference.entry((row.into(), rank)).or_default() += 1;
+        }
+        let mut changes: Vec<_> = difference
+            .into_iter()
+            .filter(|(_, diff)| *diff != 0)
+            .collect();
+        // Retractions first, then in rank order: a stable output.
+        changes.sort_by(|((_, a_rank), a_diff), ((_, b_rank), b_diff)| {
+            (a_diff.signum(), a_rank).cmp(&(b_diff.signum(), b_rank))
+        });
+        for ((row, rank), diff) in changes {
+            let sign = diff.signum();
+            for _ in 0..diff.abs() {
+                emitted.push((row.clone(), rank, sign));
+            }
+        }
+    }
+
+    fn emit(&self, emitted: Vec<(Box<[u8]>, u64, i64)>, output: &mut Output) -> Result<()> {
+        if emitted.is_empty() {
+            return Ok(());
+        }
+        let parser = self.row_converter.parser();
+        let rows = emitted.iter().map(|(row, _, _)| parser.parse(row));
+        let mut columns: Vec<ArrayRef> = self.row_converter.convert_rows(rows)?;
+        if self.spec.rank_column {
+            let ranks: UInt64Array = emitted.iter().map(|(_, rank, _)| Some(*rank)).collect();
+            columns.push(Arc::new(ranks));
+        }
+        let diffs: Int64Array = emitted.iter().map(|(_, _, diff)| Some(*diff)).collect();
+        output.push(Message::batch(Chunk {
+            rows: RecordBatch::try_new(self.spec.schema.clone(), columns)?,
+            diffs: Some(diffs),
+            watermarks: None,
+        }));
+        Ok(())
+    }
+
+    fn evaluate(
+        &self,
+        exprs: &[Arc<dyn PhysicalExpr>],
+        batch: &RecordBatch,
+    ) -> Result<Vec<ArrayRef>> {
+        exprs
+            .iter()
+            .map(|expr| Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?))
+            .collect()
+    }
+}
+
+impl Operator for TopNOperator {
+    fn name(&self) -> &'static str {
+        "TopN"
+    }
+
+    fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
+        let batch = &chunk.rows;
+        let partitions = self.evaluate(&self.spec.partition, batch)?;
+        let partitions = keys(&self.partition_converter, &partitions)?;
+        let order_exprs: Vec<_> = self
+            .spec
+            .order
+            .iter()
+            .map(|sort| Arc::clone(&sort.expr))
+            .collect();
+        let order = self.evaluate(&order_exprs, batch)?;
+        let order = keys(&self.order_converter, &order)?;
+        let rows = self.row_converter.convert_columns(batch.columns())?;
+        // Each touched partition's rows of the batch, in first-seen order.
+        let mut touched: Vec<(&[u8], Vec<usize>)> = Vec::new();
+        let mut positions: HashMap<&[u8], usize> = HashMap::new();
+        for index in 0..chunk.num_rows() {
+            let key = key_of(&partitions, index);
+            let position = *positions.entry(key).or_insert_with(|| {
+                touched.push((key, Vec::new()));
+                touched.len() - 1
+            });
+            touched[position].1.push(index);
+        }
+        let mut emitted = Vec::new();
+        for (key, indices) in touched {
+            let mut before: Vec<(Box<[u8]>, u64)> = match self.partitions.get(key) {
+                Some(partition) => self
+                    .ranked(partition)
+                    .into_iter()
+                    .map(|(row, rank)| (row.into(), rank))
+                    .collect(),
+                None => Vec::new(),
+            };
+            let partition = self.partitions.entry(key.into()).or_default();
+            for index in indices {
+                let entry: Entry = (key_of(&order, index).into(), rows.row(index).data().into());
+                let count = partition.entry(entry.clone()).or_default();
+                *count += chunk.diff(index);
+                if *count == 0 {
+                    partition.remove(&entry);
+                }
+            }
+            if !self.spec.keeps_all {
+                self.prune(key);
+            }
+            self.changed.insert(key.into());
+            let partition = &self.partitions[key];
+            let mut after = self.ranked(partition);
+            if !self.spec.rank_column {
+                // A row that only moved within the top rows did not change.
+                before.iter_mut().for_each(|(_, rank)| *rank = 0);
+                after.iter_mut().for_each(|(_, rank)| *rank = 0);
+            }
+            Self::changes(before, after, &mut emitted);
+            if partition.is_empty() {
+                self.partitions.remove(key);
+            }
+        }
+        self.emit(emitted, output)
+    }
+
+    /// Watermarks stop here: the output's rows change as ranks move.
+    fn on_watermark(&mut self, _: i64, _: Context, _: &mut Output) -> Result<()> {
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        for key in std::mem::take(&mut self.changed) {
+            let name = [b"partition/".as_slice(), &key].concat();
+            match self.partitions.get(&key) {
+                Some(partition) => state.put(&name, encode_partition(partition)),
+                None => state.delete(&name),
+            }
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, state: &StateReader) -> Result<()> {
+        for (name, value) in state.with_prefix(b"partition/") {
+            let key = &name[b"partition/".len()..];
+            self.partitions.insert(key.into(), decode_partition(value)?);
+        }
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|(key, partition)| {
+                let rows: usize = partition
+                    .keys()
+                    .map(|(order, row)| order.len() + row.len() + ENTRY_OVERHEAD_BYTES)
+                    .sum();
+                key.len() + rows + ENTRY_OVERHEAD_BYTES
+            })
+            .sum()
+    }
+}
+
+/// The arrays' rows in row format; None without arrays (no PARTITION BY
+/// or ORDER BY: every row has the empty key).
+fn keys(converter: &RowConverter, arrays: &[ArrayRef]) -> Result<Option<Rows>> {
+    if arrays.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(converter.convert_columns(arrays)?))
+}
+
+fn key_of(keys: &Option<Rows>, index: usize) -> &[u8] {
+    keys.as_ref().map_or(&[], |keys| keys.row(index).data())
+}
+
+/// A map entry's share of memory beyond its bytes, for the gauge.
+const ENTRY_OVERHEAD_BYTES: usize = 64;
+
+/// A partition as stored: per entry, the key's and row's lengths (u32) and
+/// bytes, then the multiplicity (i64), all little-endian.
+fn encode_partition(partition: &Partition) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for ((order, row), count) in partition {
+        for part in [order, row] {
+            bytes.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(part);
+        }
+        bytes.extend_from_slice(&count.to_le_bytes());
+    }
+    bytes
+}
+
+fn decode_partition(bytes: &[u8]) -> Result<Partition> {
+    let mut reader = Reader { bytes, at: 0 };
+    let mut partition = Partition::new();
+    while reader.at < bytes.len() {
+        let order = reader.part()?.into();
+        let row = reader.part()?.into();
+        let count = i64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+        partition.insert((order, row), count);
+    }
+    Ok(partition)
+}
+
+/// Reads a stored partition, refusing one that ends early.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, length: usize) -> Result<&'a [u8]> {
+        let end = self
+            .at
+            .checked_add(length)
+            .filter(|end| *end <= self.bytes.len());
+        let end = end.ok_or_else(|| {
+            WeirError::new(
+                crate::error::sqlstate::DATA_CORRUPTED,
+                "a top-N operator's checkpointed partition is damaged",
+            )
+        })?;
+        let part = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(part)
+    }
+
+    /// A length (u32) and that many bytes.
+    fn part(&mut self) -> Result<&'a [u8]> {
+        let length = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
+        self.take(length as usize)
+    }
+}
+
+#[cfg(test)]
+#[path = "top_n_tests.rs"]
+mod tests;
