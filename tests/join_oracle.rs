@@ -6,7 +6,8 @@
 //! SQL. The views cover every join kind, conditions pushed into one input
 //! and on joined rows, aggregates (COUNT, SUM, AVG, MIN, MAX, COUNT
 //! DISTINCT) over an outer join and over a view whose rows are updated,
-//! groups that vanish, a join of an updating view, DISTINCT / UNION and
+//! groups that vanish, a join of an updating view, IN / EXISTS / NOT EXISTS
+//! subqueries (semi and anti joins), DISTINCT / UNION and
 //! top-N (RANK, DENSE_RANK — ties make ROW_NUMBER's choice arbitrary —,
 //! ORDER BY … LIMIT and DISTINCT ON with total orders) over appended and
 //! retracting rows.
@@ -70,6 +71,19 @@ const VIEWS: &[(&str, &str)] = &[
         "named_counts",
         "SELECT order_counts.customer_id, order_counts.n, c.name \
          FROM order_counts FULL JOIN customers c ON c.id = order_counts.customer_id",
+    ),
+    (
+        "with_orders",
+        "SELECT id, name FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)",
+    ),
+    (
+        "without_big_orders",
+        "SELECT id, name FROM customers c \
+         WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.amount > 1)",
+    ),
+    (
+        "counts_of_named",
+        "SELECT customer_id, n FROM order_counts WHERE customer_id IN (SELECT id FROM customers WHERE name <> 'a')",
     ),
     ("distinct_pairs", "SELECT DISTINCT name, amount FROM left_join"),
     (

@@ -41,9 +41,12 @@ const SETUP: &str = "
         SELECT customer_id, n FROM (
             SELECT customer_id, n, RANK() OVER (ORDER BY n DESC) AS r FROM order_counts) ranked
         WHERE r <= 3;
+    CREATE MATERIALIZED VIEW idle_customers AS
+        SELECT id, region FROM customers c
+        WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id);
 ";
 
-const VIEWS: [&str; 9] = [
+const VIEWS: [&str; 10] = [
     "named",
     "everyone",
     "per_region",
@@ -53,16 +56,17 @@ const VIEWS: [&str; 9] = [
     "region_extremes",
     "top_orders",
     "busiest",
+    "idle_customers",
 ];
 
 /// Statement `step` adds customers (every fourth) or orders, some for
-/// customers that do not exist yet.
+/// customers that do not exist yet (and customers 29 to 36 never order).
 fn statements(from: u64, to: u64) -> Vec<String> {
     (from..to)
         .map(|step| {
             if step % 4 == 0 {
                 let rows: Vec<String> = (0..3)
-                    .map(|i| format!("({}, 'r{}')", (step * 3 + i) % 23, (step + i) % 4))
+                    .map(|i| format!("({}, 'r{}')", (step * 3 + i) % 37, (step + i) % 4))
                     .collect();
                 format!("INSERT INTO customers VALUES {}", rows.join(", "))
             } else {
@@ -120,6 +124,10 @@ async fn joins_continue_after_kill_9_like_an_uninterrupted_run() {
             .count()
     };
     assert!(joined("named:") > 100 && joined("counted:") > 10);
+    assert!(
+        joined("idle_customers:") > 3,
+        "customers 29 to 36 never order"
+    );
 
     let temp = tempfile::tempdir().unwrap();
     let data_dir = temp.path().join("data");

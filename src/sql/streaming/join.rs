@@ -12,6 +12,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::NullEquality;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{Expr, ExprSchemable, Join, JoinType, LogicalPlan};
+use datafusion::optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery;
 use datafusion::optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
 use datafusion::optimizer::{OptimizerContext, OptimizerRule};
 
@@ -73,6 +74,20 @@ impl Planner<'_> {
         self.join(&join)
     }
 
+    /// A WHERE with `IN` / `EXISTS` subqueries, as DataFusion's rule turns
+    /// them into semi and anti joins; what it cannot turn is refused.
+    pub(super) fn decorrelated(&mut self, filter: &LogicalPlan) -> Result<Segment> {
+        let rewritten = DecorrelatePredicateSubquery::new()
+            .rewrite(filter.clone(), &OptimizerContext::new())?;
+        if !rewritten.transformed {
+            return Err(unsupported(
+                "a subquery that cannot be turned into a join",
+                "Correlate IN / EXISTS subqueries by equality at the top level of WHERE, or make the subquery a materialized view and join it.",
+            ));
+        }
+        self.segment(&rewritten.data)
+    }
+
     pub(super) fn join(&mut self, join: &Join) -> Result<Segment> {
         let kind = join_kind(join.join_type)?;
         if self.emit == EmitMode::OnWindowClose {
@@ -81,11 +96,17 @@ impl Planner<'_> {
                 "Leave out EMIT ON WINDOW CLOSE: the join's rows are shown as they change.",
             ));
         }
+        if join.null_aware {
+            return Err(unsupported(
+                "NOT IN (subquery)",
+                "Use NOT EXISTS (SELECT ... WHERE inner.key = outer.key): NOT IN is empty whenever the subquery has a NULL.",
+            ));
+        }
         let join = equijoin_keys(join)?;
         let (pushed, residual) = split_condition(&join, kind);
         if residual.is_some() && kind != JoinKind::Inner {
             return Err(unsupported(
-                "an outer join whose ON condition compares the inputs other than by equality",
+                "an outer, semi or anti join (or a correlated subquery) whose condition compares the inputs other than by equality",
                 "Join on equal keys and filter the result in WHERE, or use an inner join.",
             ));
         }
@@ -166,6 +187,8 @@ fn join_kind(join_type: JoinType) -> Result<JoinKind> {
         JoinType::Left => JoinKind::Left,
         JoinType::Right => JoinKind::Right,
         JoinType::Full => JoinKind::Full,
+        JoinType::LeftSemi => JoinKind::Semi,
+        JoinType::LeftAnti => JoinKind::Anti,
         other => {
             return Err(unsupported(
                 &format!("a {other} join"),
@@ -219,7 +242,9 @@ fn split_condition(join: &Join, kind: JoinKind) -> ([Vec<Expr>; 2], Option<Expr>
 impl Segment {
     /// Two chains meeting at a join.
     fn joined(left: Segment, right: Segment, node: JoinNode) -> Segment {
-        let updating = left.updating || right.updating || node.kind != JoinKind::Inner;
+        // Outer and anti joins retract a row when its key gains a match.
+        let retracts = node.kind.preserves(0) || node.kind.preserves(1);
+        let updating = left.updating || right.updating || retracts;
         let branches = [left, right].map(|segment| Branch {
             input: segment.input,
             nodes: segment.nodes,

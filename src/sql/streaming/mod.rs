@@ -254,6 +254,9 @@ impl Planner<'_> {
         match plan {
             LogicalPlan::TableScan(scan) => self.scan(scan),
             LogicalPlan::Projection(projection) => self.projection(projection),
+            LogicalPlan::Filter(filter) if has_subquery(&filter.predicate) => {
+                self.decorrelated(plan)
+            }
             LogicalPlan::Filter(filter) => {
                 if let LogicalPlan::Join(join) = filter.input.as_ref() {
                     if join.join_type == datafusion::logical_expr::JoinType::Inner {

@@ -11,6 +11,7 @@
 //! A barrier passes, and the state is checkpointed, once both branches
 //! sent it. Watermarks stop here (the output has no watermark column).
 
+mod existence;
 mod side;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,10 @@ pub enum JoinKind {
     Left,
     Right,
     Full,
+    /// Left rows with a match (`IN` / `EXISTS` subqueries), left columns.
+    Semi,
+    /// Left rows without a match (`NOT EXISTS`), left columns.
+    Anti,
 }
 
 impl JoinKind {
@@ -44,8 +49,14 @@ impl JoinKind {
     pub fn preserves(self, side: usize) -> bool {
         matches!(
             (self, side),
-            (JoinKind::Left, 0) | (JoinKind::Right, 1) | (JoinKind::Full, _)
+            (JoinKind::Left | JoinKind::Anti, 0) | (JoinKind::Right, 1) | (JoinKind::Full, _)
         )
+    }
+
+    /// Semi and anti joins show left rows only, each as often as it is
+    /// there, depending on whether its key has a match.
+    pub fn tests_existence(self) -> bool {
+        matches!(self, JoinKind::Semi | JoinKind::Anti)
     }
 
     pub fn name(self) -> &'static str {
@@ -54,6 +65,8 @@ impl JoinKind {
             JoinKind::Left => "Left",
             JoinKind::Right => "Right",
             JoinKind::Full => "Full",
+            JoinKind::Semi => "Semi",
+            JoinKind::Anti => "Anti",
         }
     }
 }
@@ -90,7 +103,9 @@ pub struct JoinOperator {
 impl JoinOperator {
     pub fn new(spec: JoinSpec) -> Result<Self> {
         if spec.filter.is_some() && spec.kind != JoinKind::Inner {
-            return Err(WeirError::internal("an outer join with a residual filter"));
+            return Err(WeirError::internal(
+                "a join other than inner with a residual filter",
+            ));
         }
         let key_fields = || {
             spec.key_types
@@ -141,6 +156,9 @@ impl JoinOperator {
     }
 
     fn on_batch(&mut self, side: usize, chunk: &Chunk, output: &mut Output) -> Result<()> {
+        if self.kind.tests_existence() {
+            return self.on_existence_batch(side, chunk, output);
+        }
         let [left, right] = &mut self.sides;
         let (this, other) = if side == 0 {
             (left, &*right)
