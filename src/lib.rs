@@ -18,3 +18,5 @@ pub mod session;
 pub mod sql;
 pub mod state;
 pub mod stream;
+#[cfg(test)]
+pub mod testing;

@@ -9,8 +9,7 @@
 
 mod common;
 
-use common::{execute_all, sorted_rows, TestServer};
-use tokio_postgres::Client;
+use common::crashes_match_an_uninterrupted_run;
 
 const SETUP: &str = "
     CREATE TABLE customers (id BIGINT, region TEXT);
@@ -86,69 +85,18 @@ fn statements(from: u64, to: u64) -> Vec<String> {
         .collect()
 }
 
-/// The views' rows, as sorted text.
-async fn snapshot(client: &Client) -> Vec<String> {
-    let mut lines = Vec::new();
-    for view in VIEWS {
-        let rows = sorted_rows(client, &format!("SELECT * FROM {view}")).await;
-        lines.extend(
-            rows.iter()
-                .map(|row| format!("{view}: {}", row.join(" | "))),
-        );
-    }
-    lines
-}
-
-async fn first_part(client: &Client) {
-    client.batch_execute(SETUP).await.unwrap();
-    execute_all(client, &statements(0, 20)).await;
-    // A checkpoint lands here; what follows is replayed after the crash.
-    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    execute_all(client, &statements(20, 40)).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_continue_after_kill_9_like_an_uninterrupted_run() {
-    let reference = TestServer::start();
-    let client = reference.connect().await;
-    first_part(&client).await;
-    let expected_at_crash = snapshot(&client).await;
-    execute_all(&client, &statements(40, 55)).await;
-    let expected_at_second_crash = snapshot(&client).await;
-    execute_all(&client, &statements(55, 80)).await;
-    let expected_final = snapshot(&client).await;
-    let joined = |view: &str| {
+    let expected_final = crashes_match_an_uninterrupted_run(SETUP, statements, &VIEWS).await;
+    let rows_of = |view: &str| {
         expected_final
             .iter()
             .filter(|line| line.starts_with(view))
             .count()
     };
-    assert!(joined("named:") > 100 && joined("counted:") > 10);
+    assert!(rows_of("named:") > 100 && rows_of("counted:") > 10);
     assert!(
-        joined("idle_customers:") > 3,
+        rows_of("idle_customers:") > 3,
         "customers 29 to 36 never order"
     );
-
-    let temp = tempfile::tempdir().unwrap();
-    let data_dir = temp.path().join("data");
-    let checkpoints = ["--checkpoint-interval-ms", "200"];
-    let mut crashing = TestServer::start_with(&data_dir, &checkpoints);
-    let client = crashing.connect().await;
-    first_part(&client).await;
-    crashing.kill();
-
-    // Killed with rows after the checkpoint: they are replayed.
-    let mut restarted = TestServer::start_with(&data_dir, &checkpoints);
-    let client = restarted.connect().await;
-    assert_eq!(snapshot(&client).await, expected_at_crash);
-    execute_all(&client, &statements(40, 55)).await;
-    // Killed just after a checkpoint: the joins continue from their state.
-    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    restarted.kill();
-
-    let restarted = TestServer::start_with(&data_dir, &checkpoints);
-    let client = restarted.connect().await;
-    assert_eq!(snapshot(&client).await, expected_at_second_crash);
-    execute_all(&client, &statements(55, 80)).await;
-    assert_eq!(snapshot(&client).await, expected_final);
 }

@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{execute_all, sorted_rows, TestServer};
-use tokio_postgres::Client;
+use common::crashes_match_an_uninterrupted_run;
 
 const SETUP: &str = "
     CREATE TABLE web (user_id BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '2' SECOND) APPEND ONLY;
@@ -48,66 +47,17 @@ fn statements(from: u64, to: u64) -> Vec<String> {
         .collect()
 }
 
-/// The views' rows, as sorted text.
-async fn snapshot(client: &Client) -> Vec<String> {
-    let mut lines = Vec::new();
-    for view in ["per_window", "per_user", "events"] {
-        let rows = sorted_rows(client, &format!("SELECT * FROM {view}")).await;
-        lines.extend(
-            rows.iter()
-                .map(|row| format!("{view}: {}", row.join(" | "))),
-        );
-    }
-    lines
-}
+const VIEWS: [&str; 3] = ["per_window", "per_user", "events"];
 
-async fn first_part(client: &Client) {
-    client.batch_execute(SETUP).await.unwrap();
-    execute_all(client, &statements(0, 20)).await;
-    // A checkpoint lands here; what follows is replayed after the crash.
-    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    execute_all(client, &statements(20, 40)).await;
-}
-
+/// Killed with rows after a checkpoint, they are replayed; killed just
+/// after one, nothing is, so only the union's checkpointed watermarks
+/// judge the next (late) rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_union_continues_after_kill_9_like_an_uninterrupted_run() {
-    let reference = TestServer::start();
-    let client = reference.connect().await;
-    first_part(&client).await;
-    let expected_at_crash = snapshot(&client).await;
-    execute_all(&client, &statements(40, 55)).await;
-    let expected_at_second_crash = snapshot(&client).await;
-    execute_all(&client, &statements(55, 80)).await;
-    let expected_final = snapshot(&client).await;
-    assert!(
-        expected_final
-            .iter()
-            .filter(|line| line.starts_with("per_window:"))
-            .count()
-            > 10
-    );
-
-    let temp = tempfile::tempdir().unwrap();
-    let data_dir = temp.path().join("data");
-    let checkpoints = ["--checkpoint-interval-ms", "200"];
-    let mut crashing = TestServer::start_with(&data_dir, &checkpoints);
-    let client = crashing.connect().await;
-    first_part(&client).await;
-    crashing.kill();
-
-    // Killed with rows after the checkpoint: they are replayed.
-    let mut restarted = TestServer::start_with(&data_dir, &checkpoints);
-    let client = restarted.connect().await;
-    assert_eq!(snapshot(&client).await, expected_at_crash);
-    execute_all(&client, &statements(40, 55)).await;
-    // Killed just after a checkpoint: nothing to replay, so only the
-    // checkpointed watermarks of the union judge the next (late) rows.
-    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    restarted.kill();
-
-    let restarted = TestServer::start_with(&data_dir, &checkpoints);
-    let client = restarted.connect().await;
-    assert_eq!(snapshot(&client).await, expected_at_second_crash);
-    execute_all(&client, &statements(55, 80)).await;
-    assert_eq!(snapshot(&client).await, expected_final);
+    let expected_final = crashes_match_an_uninterrupted_run(SETUP, statements, &VIEWS).await;
+    let windows = expected_final
+        .iter()
+        .filter(|line| line.starts_with("per_window:"))
+        .count();
+    assert!(windows > 10);
 }

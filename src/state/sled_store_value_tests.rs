@@ -7,18 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::*;
-
-/// A small deterministic generator (xorshift), so a failure replays.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-}
+use crate::testing::Random;
 
 fn value(random: &mut Random, large: bool) -> Vec<u8> {
     let length = if large {

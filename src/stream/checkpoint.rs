@@ -249,6 +249,14 @@ pub mod testing {
         operations
     }
 
+    /// Commits what `write` puts in a checkpoint (operators outside a
+    /// `Stage`, such as a view's junction).
+    pub fn commit_state(store: &dyn StateStore, write: impl FnOnce(&mut StateWriter)) {
+        let mut batch = WriteBatch::new();
+        write(&mut StateWriter::new(PREFIX.to_vec(), &mut batch));
+        store.commit(batch).unwrap();
+    }
+
     /// What the store holds for the operator, as recovery hands it over.
     pub fn stored_state(store: &dyn StateStore) -> StateReader {
         let entries = store

@@ -109,7 +109,7 @@ impl StreamNode {
                 node.watermark.is_some(),
             )),
             StreamNode::Filter(node) => Box::new(FilterOperator::new(node.predicate)),
-            StreamNode::TopN(node) => Box::new(TopNOperator::new(node.spec())?),
+            StreamNode::TopN(node) => Box::new(TopNOperator::new(node.spec)?),
             StreamNode::Window(node) => Box::new(WindowOperator::new(
                 node.spec,
                 node.time_column,

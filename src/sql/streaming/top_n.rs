@@ -18,41 +18,24 @@ use datafusion::logical_expr::{
     BinaryExpr, DistinctOn, Expr, FetchType, Filter, Limit, LogicalPlan, Operator, SkipType,
     SortExpr, Window,
 };
-use datafusion::physical_expr::{create_physical_sort_exprs, PhysicalSortExpr};
+use datafusion::physical_expr::create_physical_sort_exprs;
 
 use super::errors::{shown, unsupported};
 use super::nodes::{ProjectNode, StreamNode};
-use super::{PhysicalExprs, Planner, Segment};
+use super::{Planner, Segment};
 use crate::error::{Result, WeirError};
 use crate::stream::operators::top_n::{RankKind, TopNSpec};
 use crate::stream::EmitMode;
 
+/// A top-N: the operator's spec, and its EXPLAIN line.
 pub struct TopNNode {
-    pub partition: PhysicalExprs,
-    pub order: Vec<PhysicalSortExpr>,
-    pub kind: RankKind,
-    pub limit: u64,
-    pub keeps_all: bool,
-    pub rank_column: bool,
-    pub schema: SchemaRef,
+    pub spec: TopNSpec,
     display: String,
 }
 
 impl TopNNode {
     pub fn describe(&self) -> String {
         self.display.clone()
-    }
-
-    pub fn spec(self) -> TopNSpec {
-        TopNSpec {
-            partition: self.partition,
-            order: self.order,
-            kind: self.kind,
-            limit: self.limit,
-            keeps_all: self.keeps_all,
-            rank_column: self.rank_column,
-            schema: self.schema,
-        }
     }
 }
 
@@ -211,7 +194,7 @@ impl Planner<'_> {
                 format!("top {} per partition", shape.limit)
             }
         );
-        segment.nodes.push(StreamNode::TopN(TopNNode {
+        let spec = TopNSpec {
             partition,
             order,
             kind: shape.kind,
@@ -219,8 +202,10 @@ impl Planner<'_> {
             keeps_all,
             rank_column: shape.rank_column,
             schema: shape.schema,
-            display,
-        }));
+        };
+        segment
+            .nodes
+            .push(StreamNode::TopN(TopNNode { spec, display }));
         segment.updating = true;
         segment.watermark = None;
         segment.window = None;

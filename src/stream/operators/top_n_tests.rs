@@ -8,7 +8,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, UInt64Typ
 use datafusion::physical_expr::expressions::col;
 
 use super::*;
-use crate::state::{SledStore, StateStore, WriteBatch};
+use crate::state::SledStore;
+use crate::stream::checkpoint::testing::{commit_state, stored_state};
+use crate::testing::Random;
 
 /// A row: partition (NULL allowed), order value, payload.
 type Row = (Option<i64>, i64, i64);
@@ -110,17 +112,6 @@ fn reference(kind: RankKind, limit: u64, rows: &HashMap<Row, i64>) -> HashMap<Ra
     view
 }
 
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-}
-
 fn random_changes_match_the_reference(kind: RankKind, keeps_all: bool, seed: u64) {
     let limit = 1 + seed % 3;
     let mut random = Random(seed);
@@ -198,19 +189,9 @@ fn the_partitions_survive_a_checkpoint() {
         .unwrap();
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    let mut batch = WriteBatch::new();
-    operator
-        .checkpoint(&mut StateWriter::new(b"t/".to_vec(), &mut batch))
-        .unwrap();
-    store.commit(batch).unwrap();
-    let entries = store
-        .scan_prefix(b"t/")
-        .unwrap()
-        .into_iter()
-        .map(|(key, value)| (key[2..].to_vec(), value))
-        .collect();
+    commit_state(&store, |state| operator.checkpoint(state).unwrap());
     let mut restored = top_n(RankKind::Rank, 2, true);
-    restored.restore(&StateReader { entries }).unwrap();
+    restored.restore(&stored_state(&store)).unwrap();
     assert_eq!(restored.partitions, operator.partitions);
     // Retracting the best row of partition 1 moves 5 up to rank 1.
     let mut view = HashMap::new();

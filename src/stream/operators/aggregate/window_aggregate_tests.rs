@@ -11,6 +11,7 @@ use crate::stream::operators::aggregate::AggregateOperator;
 use crate::stream::operators::window_spec::{WindowKind, WindowSpec};
 use crate::stream::time_columns::nanoseconds;
 use crate::stream::{EmitMode, LatePolicy, LateRows};
+use crate::testing::Random;
 use datafusion::arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::arrow::util::display::array_value_to_string;
@@ -155,18 +156,6 @@ fn lines(output: &Output) -> Vec<String> {
     }
     all.sort();
     all
-}
-
-/// A small deterministic generator (xorshift).
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
 }
 
 /// A batch of rows around `now`, some behind the watermark, as the window

@@ -8,7 +8,9 @@ use datafusion::logical_expr::Operator as BinaryOperator;
 use datafusion::physical_expr::expressions::{binary, col};
 
 use super::*;
-use crate::state::{SledStore, StateStore, WriteBatch};
+use crate::state::SledStore;
+use crate::stream::checkpoint::testing::{commit_state, stored_state};
+use crate::testing::Random;
 
 /// A joined row: left key, left value, right key, right value.
 type Joined = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
@@ -137,18 +139,6 @@ fn reference(
     view
 }
 
-/// A small deterministic generator (xorshift).
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-}
-
 /// Random inserts and deletes on both sides; after every batch the joined
 /// changes so far equal the join of what each side holds.
 fn random_changes_match_the_reference(kind: JoinKind, with_filter: bool, seed: u64) {
@@ -256,24 +246,14 @@ fn a_barrier_passes_once_both_sides_sent_it_and_the_state_survives_a_restart() {
 
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    let mut batch = WriteBatch::new();
-    operator.checkpoint(&mut StateWriter::new(b"j/".to_vec(), &mut batch));
-    store.commit(batch).unwrap();
+    commit_state(&store, |state| operator.checkpoint(state));
     // Key 2's row goes, and a second checkpoint deletes its entry.
     operator
         .on_message(0, changes("a", &[((Some(2), 20), -1)]), &mut Vec::new())
         .unwrap();
-    let mut batch = WriteBatch::new();
-    operator.checkpoint(&mut StateWriter::new(b"j/".to_vec(), &mut batch));
-    store.commit(batch).unwrap();
-    let entries = store
-        .scan_prefix(b"j/")
-        .unwrap()
-        .into_iter()
-        .map(|(key, value)| (key[2..].to_vec(), value))
-        .collect();
+    commit_state(&store, |state| operator.checkpoint(state));
     let mut restored = join(JoinKind::Left, false);
-    restored.restore(&StateReader { entries }).unwrap();
+    restored.restore(&stored_state(&store)).unwrap();
     for side in 0..2 {
         assert_eq!(restored.sides[side].stored(), operator.sides[side].stored());
     }
