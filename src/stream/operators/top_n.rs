@@ -13,7 +13,7 @@
 //! over an updating input every row is kept, as a retraction lets the
 //! next one in (the state grows with the input).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{btree_map, BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array, UInt64Array};
@@ -259,10 +259,16 @@ impl Operator for TopNOperator {
             let partition = self.partitions.entry(key.into()).or_default();
             for index in indices {
                 let entry: Entry = (key_of(&order, index).into(), rows.row(index).data().into());
-                let count = partition.entry(entry.clone()).or_default();
-                *count += chunk.diff(index);
-                if *count == 0 {
-                    partition.remove(&entry);
+                match partition.entry(entry) {
+                    btree_map::Entry::Occupied(mut count) => {
+                        *count.get_mut() += chunk.diff(index);
+                        if *count.get() == 0 {
+                            count.remove();
+                        }
+                    }
+                    btree_map::Entry::Vacant(slot) => {
+                        slot.insert(chunk.diff(index));
+                    }
                 }
             }
             if !self.spec.keeps_all {

@@ -446,6 +446,11 @@ impl AggregateOperator {
                 accumulator.retract_batch(&grouped.group(call, &retracted)?)?;
             }
         }
+        // A window not yet shown (EMIT ON WINDOW CLOSE) is evaluated when it
+        // closes, not per batch; a retracting aggregate always emits.
+        if !emits {
+            return Ok(());
+        }
         let after = evaluate(accumulators)?;
         // The hidden row count (last call) of a group whose rows are gone.
         let emptied = self.retracting
@@ -460,7 +465,7 @@ impl AggregateOperator {
         if let Some(before) = before {
             emitted.push((key.to_vec(), before, -1));
         }
-        if emits && !emptied {
+        if !emptied {
             emitted.push((key.to_vec(), after, 1));
         }
         Ok(())
