@@ -32,6 +32,8 @@ pub mod sqlstate {
     pub const UNIQUE_VIOLATION: &str = "23505";
     pub const DATA_EXCEPTION: &str = "22000";
     pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
+    pub const CARDINALITY_VIOLATION: &str = "21000";
+    pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
     pub const DUPLICATE_COLUMN: &str = "42701";
     /// Postgres reports an unknown setting name as 42704 (undefined_object).
     pub const UNDEFINED_PARAMETER: &str = "42704";

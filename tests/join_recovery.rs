@@ -5,7 +5,9 @@
 //! join over a view whose rows are updated, and aggregates over retracting
 //! rows (their sliding and multiset accumulators are restored too), and
 //! top-N views over appended rows (bounded state) and over an updating
-//! view (every row kept).
+//! view (every row kept), and views over a table changed by UPDATE, DELETE
+//! and INSERT … ON CONFLICT (the table itself must come back too: its log
+//! of retractions and where its live rows are).
 
 mod common;
 
@@ -43,9 +45,15 @@ const SETUP: &str = "
     CREATE MATERIALIZED VIEW idle_customers AS
         SELECT id, region FROM customers c
         WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id);
+    CREATE TABLE balances (customer_id BIGINT PRIMARY KEY, amount BIGINT);
+    CREATE MATERIALIZED VIEW balance_by_region AS
+        SELECT c.region, COUNT(*) AS n, SUM(b.amount) AS total, MAX(b.amount) AS most
+        FROM balances b JOIN customers c ON c.id = b.customer_id GROUP BY c.region;
+    CREATE MATERIALIZED VIEW top_balances AS
+        SELECT customer_id, amount FROM balances ORDER BY amount DESC, customer_id LIMIT 3;
 ";
 
-const VIEWS: [&str; 10] = [
+const VIEWS: [&str; 13] = [
     "named",
     "everyone",
     "per_region",
@@ -56,14 +64,29 @@ const VIEWS: [&str; 10] = [
     "top_orders",
     "busiest",
     "idle_customers",
+    "balances",
+    "balance_by_region",
+    "top_balances",
 ];
 
-/// Statement `step` adds customers (every fourth) or orders, some for
+/// Statement `step` adds customers (every fourth), changes balances
+/// (upserts, updates and deletes, in turn) or adds orders, some for
 /// customers that do not exist yet (and customers 29 to 36 never order).
 fn statements(from: u64, to: u64) -> Vec<String> {
     (from..to)
         .map(|step| {
-            if step % 4 == 0 {
+            if step % 4 == 2 {
+                let customer = (step * 5) % 37;
+                match (step / 4) % 3 {
+                    0 => format!(
+                        "INSERT INTO balances VALUES ({customer}, {step}), ({}, 1) \
+                         ON CONFLICT (customer_id) DO UPDATE SET amount = balances.amount + excluded.amount",
+                        (customer + 11) % 37
+                    ),
+                    1 => format!("UPDATE balances SET amount = amount * 2 WHERE customer_id % 3 = {}", step % 3),
+                    _ => format!("DELETE FROM balances WHERE amount % 5 = {}", step % 5),
+                }
+            } else if step % 4 == 0 {
                 let rows: Vec<String> = (0..3)
                     .map(|i| format!("({}, 'r{}')", (step * 3 + i) % 37, (step + i) % 4))
                     .collect();
@@ -95,6 +118,7 @@ async fn joins_continue_after_kill_9_like_an_uninterrupted_run() {
             .count()
     };
     assert!(rows_of("named:") > 100 && rows_of("counted:") > 10);
+    assert!(rows_of("balances:") > 5 && rows_of("balance_by_region:") > 1);
     assert!(
         rows_of("idle_customers:") > 3,
         "customers 29 to 36 never order"

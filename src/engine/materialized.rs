@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast;
 
 use super::{CommandDone, Engine, Notice};
 use crate::catalog::{side_output_name, RelationDefinition, RelationKind};
-use crate::connectors::table::{CommitGate, History};
+use crate::connectors::table::{CommitGate, DurableTable, History};
 use crate::connectors::view_result::{RowLayout, ViewResult};
 use crate::engine::relations::{Relations, ViewResults};
 use crate::error::{Result, WeirError};
@@ -48,7 +48,12 @@ impl Sources for EngineSources<'_> {
                     .stream
                     .and_then(|stream| stream.watermark)
                     .map(|watermark| watermark.column),
-                updating: false,
+                // UPDATE and DELETE retract rows.
+                updating: self.engine.catalog.provider(name).is_some_and(|provider| {
+                    provider
+                        .downcast_ref::<DurableTable>()
+                        .is_some_and(|table| table.log().accepts_updates())
+                }),
             }),
             RelationKind::MaterializedView => self.engine.view_streams().get(name).cloned(),
             RelationKind::View => None,

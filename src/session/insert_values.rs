@@ -142,7 +142,7 @@ fn evaluate_values(values: &Values, state: &SessionState) -> Result<RecordBatch>
 }
 
 /// One expression over `rows`, as an array of their length.
-fn evaluate(
+pub(super) fn evaluate(
     expr: &Expr,
     schema: &Arc<DFSchema>,
     rows: &RecordBatch,

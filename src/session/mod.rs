@@ -8,11 +8,13 @@ mod current_setting;
 mod current_user;
 mod insert_template;
 mod insert_values;
+mod modify;
 mod parameters;
 mod planning;
 mod results;
 mod settings;
 mod transaction;
+mod upsert;
 mod utility;
 mod writes;
 
@@ -69,6 +71,8 @@ pub struct Prepared {
     pub stream_options: Option<sql::StreamOptions>,
     /// An INSERT … VALUES with parameters, compiled on first execution.
     insert_template: Arc<insert_template::TemplateCache>,
+    /// An INSERT's ON CONFLICT clause (planned without it).
+    on_conflict: Option<Arc<ast::OnConflict>>,
 }
 
 impl Prepared {
@@ -80,6 +84,7 @@ impl Prepared {
             parameter_types: Vec::new(),
             stream_options: None,
             insert_template: Default::default(),
+            on_conflict: None,
         }
     }
 }
@@ -249,6 +254,7 @@ impl Session {
                     result_schema: Arc::new(Schema::new(fields)),
                     stream_options: None,
                     insert_template: Default::default(),
+                    on_conflict: None,
                 });
             }
         };
@@ -256,6 +262,7 @@ impl Session {
             return Ok(Prepared::utility(sql, utility));
         }
         reject_unsupported(&statement)?;
+        let (statement, on_conflict) = upsert::without_on_conflict(statement)?;
         let state = self.state()?;
         let plan = self.engine.plan(&state, &statement).await?;
         let parameter_types = parameter_types(&plan, &state)?;
@@ -273,6 +280,7 @@ impl Session {
             action: Action::Plan(Box::new(plan)),
             stream_options,
             insert_template: Default::default(),
+            on_conflict: on_conflict.map(Arc::new),
         })
     }
 
@@ -317,7 +325,10 @@ impl Session {
             Action::Plan(plan) => {
                 let plan = match parameters {
                     _ if prepared.parameter_types.is_empty() => plan.as_ref().clone(),
-                    Some(values) if matches!(plan.as_ref(), LogicalPlan::Dml(_)) => {
+                    Some(values)
+                        if matches!(plan.as_ref(), LogicalPlan::Dml(_))
+                            && prepared.on_conflict.is_none() =>
+                    {
                         if let Some(done) = self.insert_prepared(prepared, plan, values).await? {
                             return Ok(done);
                         }
@@ -353,7 +364,10 @@ impl Session {
             )),
             LogicalPlan::Dml(dml) => {
                 self.check_reads(&dml.input)?;
-                self.execute_dml(dml).await
+                match &prepared.on_conflict {
+                    Some(on_conflict) => self.execute_upsert(dml, on_conflict).await,
+                    None => self.execute_dml(dml).await,
+                }
             }
             LogicalPlan::Statement(statement) => Err(WeirError::unsupported(format!(
                 "{} is not supported",
@@ -516,11 +530,6 @@ impl Session {
 /// Statements DataFusion would plan but weir cannot honour.
 fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
     let (what, hint) = match statement {
-        ast::Statement::Update { .. } => ("UPDATE", "weir tables are append-only for now."),
-        ast::Statement::Delete(_) => (
-            "DELETE",
-            "weir tables are append-only for now; DROP TABLE removes a whole table.",
-        ),
         ast::Statement::Truncate { .. } => ("TRUNCATE", "DROP TABLE and CREATE TABLE again."),
         ast::Statement::Prepare { .. } | ast::Statement::Execute { .. } => (
             "SQL-level PREPARE/EXECUTE",

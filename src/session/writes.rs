@@ -20,11 +20,15 @@ use crate::error::{Result, WeirError};
 
 impl Session {
     pub(super) async fn execute_dml(&self, dml: DmlStatement) -> Result<Outcome> {
-        if !matches!(dml.op, WriteOp::Insert(_)) {
-            return Err(
-                WeirError::unsupported(format!("{} is not supported", dml.op.name()))
-                    .with_hint("weir tables are append-only: INSERT or COPY rows into them."),
-            );
+        match dml.op {
+            WriteOp::Update | WriteOp::Delete => return self.execute_modify(dml).await,
+            WriteOp::Insert(_) => {}
+            _ => {
+                return Err(
+                    WeirError::unsupported(format!("{} is not supported", dml.op.name()))
+                        .with_hint("Use INSERT, UPDATE or DELETE."),
+                )
+            }
         }
         let (state, task) = self.planning(Purpose::Writes)?;
         if let Some((table, rows)) = insert_values::values_insert(&dml, &state)? {
@@ -73,7 +77,7 @@ impl Session {
 
     /// Runs a write under `statement_timeout`; a failed one gets the views
     /// rebuilt.
-    async fn run_write<T, E: Into<WeirError>>(
+    pub(super) async fn run_write<T, E: Into<WeirError>>(
         &self,
         write: impl std::future::Future<Output = std::result::Result<T, E>>,
     ) -> Result<T> {

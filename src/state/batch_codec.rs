@@ -35,6 +35,18 @@ pub fn decode_batches(value: &[u8], what: &str) -> Result<Vec<RecordBatch>> {
     decode_batches_projected(value, what, None)
 }
 
+/// How many columns the batches in `value` have (only the schema is read).
+pub fn stored_columns(value: &[u8], what: &str) -> Result<usize> {
+    StreamReader::try_new(value, None)
+        .map(|reader| reader.schema().fields().len())
+        .map_err(|error| {
+            WeirError::new(
+                sqlstate::DATA_CORRUPTED,
+                format!("{what} cannot be decoded: {error}"),
+            )
+        })
+}
+
 /// Like `decode_batches`, decoding only the `projection` columns.
 pub fn decode_batches_projected(
     value: &[u8],

@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use datafusion::arrow::array::Int64Array;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::checkpoint::{operator_state_prefix, EpochRecord};
@@ -436,6 +437,7 @@ pub const MAX_BATCH_ROWS: usize = 8192;
 /// views do not change; windows just close sooner.)
 pub fn source_messages(
     rows: RecordBatch,
+    diffs: Option<Int64Array>,
     mut tracker: Option<&mut WatermarkTracker>,
 ) -> Result<Vec<Message>> {
     let total = rows.num_rows();
@@ -443,16 +445,22 @@ pub fn source_messages(
     let mut offset = 0;
     // An empty append still sends its (empty) batch and the watermark.
     while offset < total || messages.is_empty() {
-        let slice = rows.slice(offset, MAX_BATCH_ROWS.min(total - offset));
-        offset += slice.num_rows();
+        let length = MAX_BATCH_ROWS.min(total - offset);
+        let slice = rows.slice(offset, length);
+        let diffs = diffs.as_ref().map(|diffs| diffs.slice(offset, length));
+        offset += length;
         let Some(tracker) = tracker.as_deref_mut() else {
-            messages.push(Message::batch(Chunk::inserts(slice)));
+            messages.push(Message::batch(Chunk {
+                rows: slice,
+                diffs,
+                watermarks: None,
+            }));
             continue;
         };
         let watermarks = tracker.watermarks_before(&slice)?;
         messages.push(Message::batch(Chunk {
             rows: slice,
-            diffs: None,
+            diffs,
             watermarks: Some(watermarks),
         }));
         if let Some(watermark) = tracker.current_ns() {

@@ -17,13 +17,13 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::OwnedRow;
 use datafusion::common::DataFusionError;
 use tokio::sync::OwnedMutexGuard;
 
+use super::changes::TableChanges;
 use super::group_commit::{encode_entries, PreparedWrite, Spilled};
+use super::unique::KeyChanges;
 use super::{CommitGate, TableLog};
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::WriteBatch;
@@ -46,14 +46,14 @@ pub struct BulkWrite {
     /// Rows already written to the log (not yet committed).
     spilled_rows: u64,
     /// Rows not spilled yet.
-    pending: Vec<RecordBatch>,
+    pending: Vec<TableChanges>,
     pending_rows: usize,
     /// Arrow memory of `pending`.
     pending_bytes: usize,
     /// Event times seen up to the spilled rows (exclusive writes).
     events: Option<WatermarkTracker>,
-    /// Keys added to the unique indexes, taken out again if not committed.
-    new_keys: Vec<Vec<OwnedRow>>,
+    /// What the write did to the unique indexes, undone if not committed.
+    keys: KeyChanges,
     queued: bool,
 }
 
@@ -102,7 +102,6 @@ impl BulkWrite {
         exclusive: bool,
         events: Option<WatermarkTracker>,
     ) -> Self {
-        let indexes = log.unique.lock().unwrap_or_else(|p| p.into_inner()).len();
         BulkWrite {
             first_row: log.row_count(),
             log,
@@ -113,31 +112,45 @@ impl BulkWrite {
             pending_rows: 0,
             pending_bytes: 0,
             events,
-            new_keys: vec![Vec::new(); indexes],
+            keys: KeyChanges::default(),
             queued: false,
         }
     }
 
     /// Takes more rows: key checks now, spilled once enough wait.
     pub fn add(&mut self, batch: RecordBatch) -> Result<()> {
-        if batch.num_rows() == 0 {
+        self.add_changes(TableChanges::inserts(batch))
+    }
+
+    /// Takes more rows, some of them retractions (UPDATE, DELETE).
+    pub fn add_changes(&mut self, changes: TableChanges) -> Result<()> {
+        if changes.num_rows() == 0 {
             return Ok(());
         }
-        let batch = RecordBatch::try_new(self.log.schema.clone(), batch.columns().to_vec())
+        if changes.retracts.is_some() && !self.log.accepts_updates() {
+            return Err(WeirError::internal("retractions for an append-only table"));
+        }
+        let batch = RecordBatch::try_new(self.log.schema.clone(), changes.rows.columns().to_vec())
             .map_err(|error| WeirError::from(DataFusionError::from(error)))?;
-        let batch = self.log.stamp_arrival(batch)?;
+        let batch = match changes.retracts {
+            // Retracted rows keep the arrival time they were logged with.
+            Some(_) => batch,
+            None => self.log.stamp_arrival(batch)?,
+        };
         super::character_limits::check(&batch)?;
+        let changes = TableChanges {
+            rows: batch,
+            retracts: changes.retracts,
+        };
         {
             let mut unique = self.log.unique.lock().unwrap_or_else(|p| p.into_inner());
-            for (index, added) in unique.iter_mut().zip(&mut self.new_keys) {
-                let keys = index.check(&batch)?;
-                added.extend(keys.iter().cloned());
-                index.insert(keys);
-            }
+            let keys = KeyChanges::check(&unique, &changes)?;
+            keys.reserve(&mut unique);
+            self.keys.extend(keys);
         }
-        self.pending_rows += batch.num_rows();
-        self.pending_bytes += batch.get_array_memory_size();
-        self.pending.push(batch);
+        self.pending_rows += changes.num_rows();
+        self.pending_bytes += changes.rows.get_array_memory_size();
+        self.pending.push(changes);
         let enough = self.pending_rows >= SPILL_ROWS || self.pending_bytes >= SPILL_BYTES;
         if self.exclusive && enough {
             self.spill()?;
@@ -146,12 +159,11 @@ impl BulkWrite {
     }
 
     /// The pending rows, as one batch.
-    fn take_pending(&mut self) -> Result<Option<RecordBatch>> {
+    fn take_pending(&mut self) -> Result<Option<TableChanges>> {
         if self.pending_rows == 0 {
             return Ok(None);
         }
-        let rows =
-            concat_batches(&self.log.schema, &self.pending).map_err(DataFusionError::from)?;
+        let rows = TableChanges::concat(&self.log.schema, &self.pending)?;
         self.pending.clear();
         self.pending_rows = 0;
         self.pending_bytes = 0;
@@ -240,7 +252,7 @@ impl BulkWrite {
             log: self.log.clone(),
             spilled,
             rows,
-            new_keys: std::mem::take(&mut self.new_keys),
+            keys: std::mem::take(&mut self.keys),
         }))
     }
 }
@@ -252,6 +264,6 @@ impl Drop for BulkWrite {
             return;
         }
         let spilled_from = (self.spilled_rows > 0).then_some(self.first_row);
-        self.log.forget_write(spilled_from, &self.new_keys);
+        self.log.forget_write(spilled_from, &self.keys);
     }
 }

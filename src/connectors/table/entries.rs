@@ -5,12 +5,16 @@
 //! committed row count: entries at or past it are rows a statement spilled
 //! and has not committed (yet, or ever), invisible to every reader.
 
+use datafusion::arrow::array::UInt64Array;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use serde::{Deserialize, Serialize};
 
+use super::changes::TableChanges;
 use crate::error::{sqlstate, Result, WeirError};
-use crate::state::batch_codec::{decode_batches_projected, encode_batch_compressed};
+use crate::state::batch_codec::{
+    decode_batches_projected, encode_batch_compressed, stored_columns,
+};
 use crate::state::{key, Entries, StateStore, StoredSize, WriteBatch};
 
 /// The committed state of a table's log.
@@ -28,7 +32,13 @@ pub struct Entry {
     /// The largest event time of the rows before this entry.
     pub max_event_before: Option<i64>,
     pub rows: RecordBatch,
+    /// Per row, the offset of the row it retracts (see `TableChanges`).
+    pub retracts: Option<UInt64Array>,
 }
+
+/// Header flags of an entry.
+const HAS_EVENT_TIME: u8 = 1;
+const HAS_RETRACTIONS: u8 = 2;
 
 pub fn entries_prefix(table_id: u64) -> Vec<u8> {
     let mut prefix = key(&[b"tablerows", &table_id.to_be_bytes()]);
@@ -75,13 +85,22 @@ pub fn load_head(store: &dyn StateStore, table_id: u64) -> Result<Option<LogHead
     })
 }
 
-/// An entry's value: a flag and the event time before it, then the rows.
-pub fn encode_entry(rows: &RecordBatch, max_event_before: Option<i64>) -> Result<Vec<u8>> {
+/// An entry's value: flags and the event time before it, then the rows
+/// (with the retractions as a last column when there are any).
+pub fn encode_entry(changes: &TableChanges, max_event_before: Option<i64>) -> Result<Vec<u8>> {
+    let rows = &changes.rows;
     // Not `get_array_memory_size`: for a slice that is the whole buffer's.
     let mut value = Vec::with_capacity(9 + rows.num_rows() * rows.num_columns() * 8);
-    value.push(u8::from(max_event_before.is_some()));
+    let mut flags = 0;
+    if max_event_before.is_some() {
+        flags |= HAS_EVENT_TIME;
+    }
+    if changes.retracts.is_some() {
+        flags |= HAS_RETRACTIONS;
+    }
+    value.push(flags);
     value.extend_from_slice(&max_event_before.unwrap_or(0).to_be_bytes());
-    value.extend_from_slice(&encode_batch_compressed(rows)?);
+    value.extend_from_slice(&encode_batch_compressed(&changes.stored()?)?);
     Ok(value)
 }
 
@@ -110,36 +129,59 @@ pub fn decode_entry(
 ) -> Result<Entry> {
     let what = format!("table rows at {:?}", String::from_utf8_lossy(stored_key));
     let corrupt = |message: String| WeirError::new(sqlstate::DATA_CORRUPTED, message);
-    if value.len() < 9 || value[0] > 1 {
+    if value.len() < 9 || value[0] > HAS_EVENT_TIME | HAS_RETRACTIONS {
         return Err(corrupt(format!("{what} have a malformed header")));
     }
     let mut event = [0u8; 8];
     event.copy_from_slice(&value[1..9]);
-    let max_event_before = (value[0] == 1).then(|| i64::from_be_bytes(event));
-    let batches = decode_batches_projected(&value[9..], &what, projection)?;
-    let batches = batches
-        .into_iter()
-        .map(|batch| {
+    let max_event_before = (value[0] & HAS_EVENT_TIME != 0).then(|| i64::from_be_bytes(event));
+    let retractions = value[0] & HAS_RETRACTIONS != 0;
+    // The retractions are stored after the table's columns.
+    let projection = match (retractions, projection) {
+        (true, Some(columns)) => {
+            let width = stored_columns(&value[9..], &what)?
+                .checked_sub(1)
+                .ok_or_else(|| corrupt(format!("{what} lack their retractions")))?;
+            Some([columns, &[width]].concat())
+        }
+        (true, None) => None,
+        (false, projection) => projection.map(<[usize]>::to_vec),
+    };
+    let batches = decode_batches_projected(&value[9..], &what, projection.as_deref())?;
+    let mut parts = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let part = if retractions {
+            TableChanges::from_stored(batch, schema)
+        } else {
             // A projection may keep no column at all (count(*)).
             let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
             RecordBatch::try_new_with_options(schema.clone(), batch.columns().to_vec(), &options)
-                .map_err(|error| corrupt(format!("{what} do not match the table: {error}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let rows = datafusion::arrow::compute::concat_batches(schema, &batches)
+                .map(TableChanges::inserts)
+                .map_err(WeirError::from)
+        };
+        parts.push(
+            part.map_err(|error| corrupt(format!("{what} do not match the table: {error}")))?,
+        );
+    }
+    let changes = TableChanges::concat(schema, &parts)
         .map_err(|error| corrupt(format!("{what}: {error}")))?;
     Ok(Entry {
         first_row: first_row_of(stored_key),
         max_event_before,
-        rows,
+        rows: changes.rows,
+        retracts: changes.retracts,
     })
 }
 
 impl Entry {
-    /// The entry's rows from row offset `from` on.
-    pub fn rows_from(&self, from: u64) -> RecordBatch {
+    /// The entry's changes from row offset `from` on.
+    pub fn changes_from(&self, from: u64) -> TableChanges {
         let skip = (from.saturating_sub(self.first_row) as usize).min(self.rows.num_rows());
-        self.rows.slice(skip, self.rows.num_rows() - skip)
+        TableChanges {
+            rows: self.rows.clone(),
+            retracts: self.retracts.clone(),
+        }
+        .slice(skip, self.rows.num_rows() - skip)
     }
 }
 
@@ -202,6 +244,7 @@ impl Iterator for EntryReader {
             if end > self.to {
                 let keep = self.to.saturating_sub(entry.first_row) as usize;
                 entry.rows = entry.rows.slice(0, keep);
+                entry.retracts = entry.retracts.map(|retracts| retracts.slice(0, keep));
             }
             return Some(Ok(entry));
         }

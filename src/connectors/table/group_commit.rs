@@ -15,14 +15,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::OwnedRow;
-use datafusion::common::DataFusionError;
 use tokio::sync::oneshot;
 
+use super::changes::TableChanges;
 use super::entries::{self, encode_entry, encode_head, entry_key, head_key, EntryReader};
-use super::{TableLog, ROWS_PER_ENTRY};
+use super::locations::LocationChanges;
+use super::unique::KeyChanges;
+use super::{lock, TableLog, ROWS_PER_ENTRY};
 use crate::error::{Result, WeirError};
 use crate::state::{StateStore, WriteBatch};
 use crate::stream::append_observer::{AppendObserver, GroupFailure, WriteGroup};
@@ -57,9 +56,9 @@ pub(super) struct PreparedWrite {
     /// Rows the write already put in the log (a big, exclusive write).
     pub spilled: Option<Spilled>,
     /// Rows still in memory: placed after every row queued before them.
-    pub rows: Option<RecordBatch>,
-    /// Keys the write added to the table's unique indexes.
-    pub new_keys: Vec<Vec<OwnedRow>>,
+    pub rows: Option<TableChanges>,
+    /// What the write did to the table's unique indexes.
+    pub keys: KeyChanges,
 }
 
 /// Rows a write spilled to the log from `first_row` on, and the table's
@@ -206,7 +205,7 @@ impl PreparedWrite {
     pub(super) fn forget(&self) {
         self.log.forget_write(
             self.spilled.as_ref().map(|spilled| spilled.first_row),
-            &self.new_keys,
+            &self.keys,
         );
     }
 }
@@ -233,8 +232,10 @@ struct Placed {
     /// In-memory rows placed but not yet encoded: consecutive small writes
     /// share log entries (one entry, one compression, for many one-row
     /// INSERTs), starting at `unencoded_at`.
-    unencoded: Vec<RecordBatch>,
+    unencoded: Vec<TableChanges>,
     unencoded_at: u64,
+    /// What the group does to where the table's live rows are.
+    locations: LocationChanges,
 }
 
 impl Placed {
@@ -242,8 +243,7 @@ impl Placed {
         if self.unencoded.is_empty() {
             return Ok(());
         }
-        let rows = concat_batches(&self.log.schema, &self.unencoded)
-            .map_err(|error| WeirError::from(DataFusionError::from(error)))?;
+        let rows = TableChanges::concat(&self.log.schema, &self.unencoded)?;
         self.unencoded.clear();
         encode_entries(
             self.log.id,
@@ -265,6 +265,7 @@ impl Placement {
             events: log.visible_tracker(),
             unencoded: Vec::new(),
             unencoded_at: 0,
+            locations: LocationChanges::default(),
         });
         let (first_row, spilled_rows) = match &write.spilled {
             Some(spilled) => {
@@ -282,6 +283,21 @@ impl Placement {
             None => (placed.rows, 0),
         };
         let at = first_row + spilled_rows;
+        if let Some(locations) = &log.locations {
+            let locations = lock(locations);
+            if spilled_rows > 0 {
+                let schema = log.schema.clone();
+                let reader = EntryReader::new(&*log.store, log.id, schema, None, first_row, at)?;
+                for entry in reader {
+                    let entry = entry?;
+                    let changes = entry.changes_from(entry.first_row);
+                    locations.place(&changes, entry.first_row, &mut placed.locations)?;
+                }
+            }
+            if let Some(rows) = &write.rows {
+                locations.place(rows, at, &mut placed.locations)?;
+            }
+        }
         if let Some(rows) = &write.rows {
             if placed.unencoded.is_empty() {
                 placed.unencoded_at = at;
@@ -319,8 +335,11 @@ impl Placement {
     }
 
     /// The group is durable: its rows become visible.
-    fn publish(&self) {
-        for placed in self.tables.values() {
+    fn publish(&mut self) {
+        for placed in self.tables.values_mut() {
+            if let Some(locations) = &placed.log.locations {
+                lock(locations).apply(std::mem::take(&mut placed.locations));
+            }
             placed.log.published(placed.rows, placed.events.clone());
         }
     }
@@ -329,7 +348,7 @@ impl Placement {
 /// Appends `rows` as log entries from row `at`, moving `events` along.
 pub(super) fn encode_entries(
     table_id: u64,
-    rows: &RecordBatch,
+    rows: &TableChanges,
     at: u64,
     mut events: Option<&mut WatermarkTracker>,
     batch: &mut WriteBatch,
@@ -340,7 +359,7 @@ pub(super) fn encode_entries(
         let slice = rows.slice(offset, length);
         let before = events.as_deref().and_then(WatermarkTracker::max_event_ns);
         if let Some(events) = events.as_deref_mut() {
-            events.advance(&slice)?;
+            events.advance(&slice.rows)?;
         }
         batch.put_log(
             entry_key(table_id, at + offset as u64),
@@ -356,7 +375,7 @@ pub(super) fn encode_entries(
 struct WriteSource {
     log: Arc<TableLog>,
     spilled: Option<EntryReader>,
-    rows: Option<RecordBatch>,
+    rows: Option<TableChanges>,
 }
 
 /// The group's writes as messages, each row with the watermark it arrives
@@ -388,12 +407,15 @@ impl WriteGroup for GroupMessages {
 
     fn next_messages(&mut self, write: usize) -> Option<Result<Vec<Message>>> {
         let source = &mut self.sources[write];
-        let rows = match source.spilled.as_mut().and_then(Iterator::next) {
-            Some(entry) => entry.map(|entry| entry.rows),
+        let changes = match source.spilled.as_mut().and_then(Iterator::next) {
+            Some(entry) => entry.map(|entry| entry.changes_from(entry.first_row)),
             None => Ok(source.rows.take()?),
         };
         let tracker = self.trackers.get_mut(&source.log.id)?.as_mut();
-        Some(rows.and_then(|rows| source_messages(rows, tracker)))
+        Some(changes.and_then(|changes| {
+            let diffs = changes.diffs();
+            source_messages(changes.rows, diffs, tracker)
+        }))
     }
 }
 
@@ -452,10 +474,6 @@ pub(super) fn commit_with_views(
     .inspect_err(|_| observer.on_commit_failed())
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl TableLog {
     /// The table's event-time tracker as of its visible rows.
     pub(super) fn visible_tracker(&self) -> Option<WatermarkTracker> {
@@ -495,7 +513,7 @@ impl TableLog {
 
     /// Takes back an uncommitted write: its spilled rows (from
     /// `spilled_from`) and the keys it added.
-    pub(super) fn forget_write(&self, spilled_from: Option<u64>, new_keys: &[Vec<OwnedRow>]) {
+    pub(super) fn forget_write(&self, spilled_from: Option<u64>, keys: &KeyChanges) {
         if let Some(first_row) = spilled_from {
             if let Err(error) = entries::delete_from(&*self.store, self.id, first_row) {
                 // Harmless: the head never moved past them; the next open
@@ -503,9 +521,6 @@ impl TableLog {
                 tracing::warn!(%error.message, "spilled rows of a failed write were not deleted");
             }
         }
-        let mut unique = lock(&self.unique);
-        for (index, keys) in unique.iter_mut().zip(new_keys) {
-            index.remove(keys);
-        }
+        keys.release(&mut lock(&self.unique));
     }
 }

@@ -72,9 +72,10 @@ impl History {
                 tracker.advance(&entry.rows.slice(0, skipped.min(entry.rows.num_rows())))?;
             }
         }
-        let rows = entry.rows_from(self.from);
-        if rows.num_rows() > 0 {
-            messages.extend(source_messages(rows, self.tracker.as_mut())?);
+        let changes = entry.changes_from(self.from);
+        if changes.num_rows() > 0 {
+            let diffs = changes.diffs();
+            messages.extend(source_messages(changes.rows, diffs, self.tracker.as_mut())?);
         }
         Ok(messages)
     }

@@ -7,6 +7,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
+use super::changes::TableChanges;
 use super::entries::{self, encode_entry, encode_head, entry_key, head_key, LogHead};
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::batch_codec::decode_batches;
@@ -45,7 +46,10 @@ pub fn migrate(
                 tracker.advance(&batch)?;
             }
             let mut write = WriteBatch::new();
-            write.put_log(entry_key(table_id, rows), encode_entry(&batch, before)?);
+            write.put_log(
+                entry_key(table_id, rows),
+                encode_entry(&TableChanges::inserts(batch.clone()), before)?,
+            );
             store.stage(write)?;
             rows += batch.num_rows() as u64;
         }

@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::OwnedRow;
 use datafusion::catalog::Session as DataFusionSession;
 use datafusion::common::{Constraints, DataFusionError};
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
@@ -27,6 +26,7 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
 mod append;
+mod changes;
 mod character_limits;
 mod clock;
 mod commit_gate;
@@ -34,12 +34,15 @@ mod entries;
 mod group_commit;
 mod history;
 mod legacy;
+mod locations;
+mod lookup;
 mod retention;
 mod scan;
 mod transaction;
 mod unique;
 
 pub use append::BulkWrite;
+pub use changes::TableChanges;
 pub use clock::{ticks_prefix, unix_now_ns};
 pub use commit_gate::CommitGate;
 pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
@@ -53,8 +56,9 @@ use crate::state::StateStore;
 use crate::stream::WatermarkTracker;
 use clock::{load_ticks, Clock};
 use entries::{EntryReader, LogHead};
+use locations::RowLocations;
 pub use unique::KeyConstraint;
-use unique::UniqueIndex;
+use unique::{KeyChanges, UniqueIndex};
 
 /// Rows per stored log entry; bigger writes are split so no value is big.
 /// Small entries matter for memory: sled's page cache has 256 shards that
@@ -88,6 +92,9 @@ pub struct TableLog {
     writer: Arc<tokio::sync::Mutex<()>>,
     /// The unique-key indexes, with the keys of queued writes.
     unique: Mutex<Vec<UniqueIndex>>,
+    /// A table with a primary key and no watermark takes UPDATE and
+    /// DELETE: where its live rows are. None for an append-only table.
+    locations: Option<Arc<Mutex<RowLocations>>>,
     /// DROP TABLE ran: a write that was waiting for the writer lock fails
     /// instead of writing rows nobody can read.
     dropped: AtomicBool,
@@ -177,12 +184,19 @@ impl TableLog {
         };
         let clock = Clock::new(stream, tracker.as_ref().and_then(|t| t.current_ns()));
         let mut unique = UniqueIndex::for_constraints(name, &schema, constraints)?;
+        let mut locations = match updatable_key(constraints, stream) {
+            Some(columns) => Some(RowLocations::new(&schema, columns)?),
+            None => None,
+        };
         if !unique.is_empty() {
             for entry in EntryReader::new(&*store, id, schema.clone(), None, 0, head.rows)? {
-                let rows = entry?.rows;
-                for index in &mut unique {
-                    let keys = index.check(&rows)?;
-                    index.insert(keys);
+                let entry = entry?;
+                let changes = entry.changes_from(entry.first_row);
+                KeyChanges::check(&unique, &changes)?.reserve(&mut unique);
+                if let Some(locations) = locations.as_mut() {
+                    let mut placed = locations::LocationChanges::default();
+                    locations.place(&changes, entry.first_row, &mut placed)?;
+                    locations.apply(placed);
                 }
             }
         }
@@ -194,6 +208,7 @@ impl TableLog {
             store,
             writer: Arc::new(tokio::sync::Mutex::new(())),
             unique: Mutex::new(unique),
+            locations: locations.map(|locations| Arc::new(Mutex::new(locations))),
             dropped: AtomicBool::new(false),
             in_flight: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
@@ -242,11 +257,37 @@ impl TableLog {
         unique.iter().map(UniqueIndex::describe).collect()
     }
 
-    /// The keys `rows` would add to each unique index, checked against
-    /// the table (and within `rows`) but not reserved.
-    fn new_keys(&self, rows: &RecordBatch) -> Result<Vec<Vec<OwnedRow>>> {
+    /// What `changes` would do to each unique index, checked against the
+    /// table (and within `changes`) but not reserved.
+    fn check_keys(&self, changes: &TableChanges) -> Result<KeyChanges> {
         let unique = self.unique.lock().unwrap_or_else(|p| p.into_inner());
-        unique.iter().map(|index| index.check(rows)).collect()
+        KeyChanges::check(&unique, changes)
+    }
+
+    /// Whether the table takes UPDATE, DELETE and ON CONFLICT (a primary
+    /// key, no watermark, not APPEND ONLY).
+    pub fn accepts_updates(&self) -> bool {
+        self.locations.is_some()
+    }
+
+    /// The primary key's columns, when the table takes updates.
+    pub fn primary_key(&self) -> Option<Vec<usize>> {
+        let unique = self.unique.lock().unwrap_or_else(|p| p.into_inner());
+        unique
+            .iter()
+            .map(UniqueIndex::describe)
+            .find(|constraint| constraint.primary)
+            .map(|constraint| constraint.columns)
+    }
+
+    /// The offsets of the live rows with the primary keys of `rows`
+    /// (None where no row has the key). Empty when the table takes no
+    /// updates.
+    pub fn live_offsets(&self, rows: &RecordBatch) -> Result<Vec<Option<u64>>> {
+        match &self.locations {
+            Some(locations) => lock(locations).live_offsets(rows),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The error of a write repeating a key of unique index `index`.
@@ -335,8 +376,30 @@ impl TableLog {
             projection: projection.cloned(),
             from: 0,
             to: self.row_count(),
+            locations: self.locations.clone(),
         })
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The primary key of a table that takes updates: one with a primary key,
+/// no watermark (its views would need retractions in windows) and not
+/// declared APPEND ONLY.
+fn updatable_key(
+    constraints: &Constraints,
+    stream: Option<&StreamDefinition>,
+) -> Option<Vec<usize>> {
+    let append_only = stream.is_some_and(|stream| stream.watermark.is_some() || stream.append_only);
+    if append_only {
+        return None;
+    }
+    constraints.iter().find_map(|constraint| match constraint {
+        datafusion::common::Constraint::PrimaryKey(columns) => Some(columns.clone()),
+        datafusion::common::Constraint::Unique(_) => None,
+    })
 }
 
 fn watermark_tracker(

@@ -17,6 +17,7 @@ use datafusion::arrow::row::OwnedRow;
 use datafusion::common::DataFusionError;
 
 use super::append::BulkWrite;
+use super::changes::TableChanges;
 use super::{CommitGate, TableLog};
 use crate::error::{sqlstate, Result, WeirError};
 
@@ -40,8 +41,8 @@ struct Pending {
 
 struct PendingWrite {
     log: Arc<TableLog>,
-    rows: RecordBatch,
-    /// Keys per unique index of the table.
+    rows: TableChanges,
+    /// Keys added per unique index of the table.
     keys: Vec<Vec<OwnedRow>>,
 }
 
@@ -60,6 +61,15 @@ impl PendingWrites {
 
     pub fn is_active(&self) -> bool {
         self.lock().active
+    }
+
+    /// Whether the block has rows waiting to commit for table `table_id`.
+    pub fn has_writes_for(&self, table_id: u64) -> bool {
+        let pending = self.lock();
+        pending
+            .writes
+            .iter()
+            .any(|write| write.log.id() == table_id)
     }
 
     /// Whether the block has rows waiting to commit.
@@ -84,21 +94,30 @@ impl PendingWrites {
     /// transaction block. Fails as the write itself would: wrong shape, a
     /// key already present in the table or in the block.
     pub fn keep(&self, log: &Arc<TableLog>, rows: RecordBatch) -> Result<bool> {
+        self.keep_changes(log, TableChanges::inserts(rows))
+    }
+
+    /// Like `keep`, for changes that may retract rows (UPDATE, DELETE).
+    pub fn keep_changes(&self, log: &Arc<TableLog>, changes: TableChanges) -> Result<bool> {
         let mut pending = self.lock();
         if !pending.active {
             return Ok(false);
         }
-        if rows.num_rows() == 0 {
+        if changes.num_rows() == 0 {
             return Ok(true);
         }
-        let rows = RecordBatch::try_new(log.schema(), rows.columns().to_vec())
+        let rows = RecordBatch::try_new(log.schema(), changes.rows.columns().to_vec())
             .map_err(|error| WeirError::from(DataFusionError::from(error)))?;
-        let bytes = pending.bytes + rows.get_array_memory_size();
+        let rows = TableChanges {
+            rows,
+            retracts: changes.retracts,
+        };
+        let bytes = pending.bytes + rows.rows.get_array_memory_size();
         if bytes > MAX_TRANSACTION_BYTES {
             return Err(too_big());
         }
         log.check_not_dropped()?;
-        let keys = log.new_keys(&rows)?;
+        let keys = log.check_keys(&rows)?.added;
         let table_keys = pending
             .keys
             .entry(log.id())
@@ -132,7 +151,7 @@ impl PendingWrites {
         pending.bytes = pending
             .writes
             .iter()
-            .map(|write| write.rows.get_array_memory_size())
+            .map(|write| write.rows.rows.get_array_memory_size())
             .sum();
         let mut keys: HashMap<u64, Vec<HashSet<OwnedRow>>> = HashMap::new();
         for write in &pending.writes {
@@ -160,7 +179,7 @@ impl PendingWrites {
         }
         // One write per table, tables locked in id order so two blocks
         // committing the same tables cannot wait on each other.
-        let mut by_table: Vec<(Arc<TableLog>, Vec<RecordBatch>)> = Vec::new();
+        let mut by_table: Vec<(Arc<TableLog>, Vec<TableChanges>)> = Vec::new();
         for write in writes {
             match by_table
                 .iter_mut()
@@ -174,8 +193,8 @@ impl PendingWrites {
         let mut bulk = Vec::with_capacity(by_table.len());
         for (log, batches) in by_table {
             let mut write = BulkWrite::begin_small(log).await;
-            for batch in batches {
-                write.add(batch)?;
+            for changes in batches {
+                write.add_changes(changes)?;
             }
             bulk.push(write);
         }

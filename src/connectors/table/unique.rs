@@ -9,6 +9,8 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
 use datafusion::common::{Constraint, Constraints};
 
+use super::changes::TableChanges;
+use super::locations::split;
 use crate::error::{sqlstate, Result, WeirError};
 
 /// A PRIMARY KEY or UNIQUE constraint, as catalogs list it.
@@ -71,19 +73,21 @@ impl UniqueIndex {
     /// The keys `batch` would add; fails if one is already present (or
     /// repeated within the batch) or, for a primary key, NULL.
     pub fn check(&self, batch: &RecordBatch) -> Result<Vec<OwnedRow>> {
-        let key_columns: Vec<_> = self
-            .columns
-            .iter()
-            .map(|&c| batch.column(c).clone())
-            .collect();
-        let rows = self
-            .converter
-            .convert_columns(&key_columns)
-            .map_err(|error| WeirError::internal(error.to_string()))?;
+        self.check_replacing(batch, &HashSet::new())
+    }
+
+    /// Like `check`, for a write that also takes away the keys `removed`
+    /// (an UPDATE keeping or swapping keys): those may come back.
+    pub fn check_replacing(
+        &self,
+        batch: &RecordBatch,
+        removed: &HashSet<OwnedRow>,
+    ) -> Result<Vec<OwnedRow>> {
+        let (rows, nulls) = self.converted(batch)?;
         let mut added = HashSet::new();
         let mut fresh = Vec::new();
         for (index, row) in rows.iter().enumerate() {
-            if key_columns.iter().any(|column| column.is_null(index)) {
+            if nulls(index) {
                 if self.primary {
                     return Err(WeirError::new(
                         sqlstate::NOT_NULL_VIOLATION,
@@ -95,12 +99,61 @@ impl UniqueIndex {
                 continue;
             }
             let owned = row.owned();
-            if self.keys.contains(&owned) || !added.insert(owned.clone()) {
+            let taken = self.keys.contains(&owned) && !removed.contains(&owned);
+            if taken || !added.insert(owned.clone()) {
                 return Err(self.duplicate());
             }
             fresh.push(owned);
         }
         Ok(fresh)
+    }
+
+    /// The keys of `batch`'s rows (none for a NULL key).
+    pub fn keys_of(&self, batch: &RecordBatch) -> Result<Vec<OwnedRow>> {
+        let (rows, nulls) = self.converted(batch)?;
+        Ok(rows
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !nulls(*index))
+            .map(|(_, row)| row.owned())
+            .collect())
+    }
+
+    /// The key rows of `batch` and whether row i's key has a NULL.
+    fn converted(
+        &self,
+        batch: &RecordBatch,
+    ) -> Result<(datafusion::arrow::row::Rows, impl Fn(usize) -> bool)> {
+        let key_columns: Vec<_> = self
+            .columns
+            .iter()
+            .map(|&c| batch.column(c).clone())
+            .collect();
+        let rows = self
+            .converter
+            .convert_columns(&key_columns)
+            .map_err(|error| WeirError::internal(error.to_string()))?;
+        let nulls = move |index: usize| key_columns.iter().any(|column| column.is_null(index));
+        Ok((rows, nulls))
+    }
+
+    /// Calls `each` with every row's key bytes (None for a NULL key).
+    pub fn each_key<T>(
+        &self,
+        batch: &RecordBatch,
+        mut each: impl FnMut(Option<datafusion::arrow::row::Row<'_>>) -> T,
+    ) -> Result<Vec<T>> {
+        let (rows, nulls) = self.converted(batch)?;
+        Ok(rows
+            .iter()
+            .enumerate()
+            .map(|(index, row)| each((!nulls(index)).then_some(row)))
+            .collect())
+    }
+
+    /// Whether a row with this key is present.
+    pub fn contains(&self, key: datafusion::arrow::row::Row<'_>) -> bool {
+        self.keys.contains(&key.owned())
     }
 
     /// What the catalog shows of it: its name, columns (positions) and
@@ -133,6 +186,70 @@ impl UniqueIndex {
     pub fn remove(&mut self, keys: &[OwnedRow]) {
         for key in keys {
             self.keys.remove(key);
+        }
+    }
+}
+
+/// What a write does to each unique index: the keys it adds and those
+/// its retractions take away.
+#[derive(Debug, Default, Clone)]
+pub struct KeyChanges {
+    pub added: Vec<Vec<OwnedRow>>,
+    pub removed: Vec<Vec<OwnedRow>>,
+}
+
+impl KeyChanges {
+    /// Checks `changes` against `indexes` (nothing reserved yet).
+    pub fn check(indexes: &[UniqueIndex], changes: &TableChanges) -> Result<Self> {
+        if changes.retracts.is_none() {
+            let added = indexes
+                .iter()
+                .map(|index| index.check(&changes.rows))
+                .collect::<Result<_>>()?;
+            return Ok(KeyChanges {
+                removed: vec![Vec::new(); indexes.len()],
+                added,
+            });
+        }
+        let (retracted, inserted) = split(changes)?;
+        let mut keys = KeyChanges::default();
+        for index in indexes {
+            let removed = index.keys_of(&retracted)?;
+            let removed_set: HashSet<OwnedRow> = removed.iter().cloned().collect();
+            keys.added
+                .push(index.check_replacing(&inserted, &removed_set)?);
+            keys.removed.push(removed);
+        }
+        Ok(keys)
+    }
+
+    /// Makes the changes in the indexes.
+    pub fn reserve(&self, indexes: &mut [UniqueIndex]) {
+        for ((index, added), removed) in indexes.iter_mut().zip(&self.added).zip(&self.removed) {
+            index.remove(removed);
+            index.insert(added.clone());
+        }
+    }
+
+    /// Takes the changes back (a write that did not commit).
+    pub fn release(&self, indexes: &mut [UniqueIndex]) {
+        for ((index, added), removed) in indexes.iter_mut().zip(&self.added).zip(&self.removed) {
+            index.remove(added);
+            index.insert(removed.clone());
+        }
+    }
+
+    /// Adds `other`'s changes after these.
+    pub fn extend(&mut self, other: KeyChanges) {
+        if self.added.is_empty() {
+            *self = other;
+            return;
+        }
+        for (mine, theirs) in self.added.iter_mut().zip(other.added) {
+            mine.extend(theirs);
+        }
+        for (mine, theirs) in self.removed.iter_mut().zip(other.removed) {
+            mine.extend(theirs);
         }
     }
 }

@@ -72,10 +72,18 @@ pub fn encode_groups<'a>(
         }
     }
     let keys = BinaryArray::from_iter_values(keys);
-    let states = states
-        .into_iter()
-        .map(|values| Ok(ScalarValue::iter_to_array(values)?))
-        .collect::<Result<Vec<_>>>()?;
+    // No group (an aggregate over retractions whose groups all went):
+    // empty state columns of the right types.
+    let states = match keys.is_empty() {
+        true => row_types(calls)?[1..]
+            .iter()
+            .map(datafusion::arrow::array::new_empty_array)
+            .collect(),
+        false => states
+            .into_iter()
+            .map(|values| Ok(ScalarValue::iter_to_array(values)?))
+            .collect::<Result<Vec<_>>>()?,
+    };
     encode_rows(keys, states, calls)
 }
 
@@ -206,6 +214,11 @@ pub fn decode_state(calls: &[AggregateCall], value: &[u8]) -> Result<Vec<RecordB
     } else {
         decode_batches(value, "an aggregate's checkpointed window")?
     };
+    // An empty bin written by the previous release: only the key column.
+    let batches: Vec<RecordBatch> = batches
+        .into_iter()
+        .filter(|batch| batch.num_rows() > 0 || batch.num_columns() != 1)
+        .collect();
     for batch in &batches {
         if batch.num_columns() != expected || batch.column(0).as_binary_opt::<i32>().is_none() {
             return Err(WeirError::new(
@@ -371,5 +384,15 @@ mod tests {
         let value = encode_groups(groups.into_iter(), &calls).unwrap();
         let error = decode_bin(&calls, &value[..value.len() - 1]).err().unwrap();
         assert_eq!(error.code, crate::error::sqlstate::DATA_CORRUPTED);
+    }
+
+    #[test]
+    fn a_bin_whose_groups_all_went_reads_back_empty() {
+        let calls = calls();
+        let value = encode_groups(std::iter::empty(), &calls).unwrap();
+        assert!(decode_bin(&calls, &value).unwrap().is_empty());
+        // As the previous release wrote it: the key column only.
+        let value = encode_state(BinaryArray::from_iter_values(Vec::<&[u8]>::new()), vec![]);
+        assert!(decode_bin(&calls, &value.unwrap()).unwrap().is_empty());
     }
 }
