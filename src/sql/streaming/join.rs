@@ -2,9 +2,11 @@
 //! at a `JoinNode`. DataFusion's rule that finds equi-join keys in the ON
 //! condition does the SQL work; what remains of the condition either
 //! filters one input before the join (a condition on the side whose rows
-//! are not preserved) or the joined rows (inner joins). A join of two
-//! windowed inputs or with a bound on its state is not planned yet: the
-//! state holds every input row (EXPLAIN says `state=unbounded`).
+//! are not preserved) or the joined rows (inner joins). An inner join
+//! whose conditions bound the inputs' times against each other's
+//! watermarks (interval and window joins, `join_bounds.rs`) forgets rows
+//! as watermarks pass; any other join holds every input row (EXPLAIN says
+//! `state=unbounded`).
 
 use std::sync::Arc;
 
@@ -17,10 +19,11 @@ use datafusion::optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
 use datafusion::optimizer::{OptimizerContext, OptimizerRule};
 
 use super::errors::{shown, unsupported};
+use super::join_bounds::{side_bounds, SideBound};
 use super::nodes::{FilterNode, StreamNode};
 use super::{Branch, JunctionNode, PhysicalExprs, Planner, Segment};
 use crate::error::{Result, WeirError};
-use crate::stream::operators::join::{JoinInput, JoinKind, JoinSpec};
+use crate::stream::operators::join::{Expiry, JoinInput, JoinKind, JoinSpec};
 use crate::stream::EmitMode;
 
 /// Where two branches meet in a join.
@@ -34,6 +37,7 @@ pub struct JoinNode {
     pub left_schema: SchemaRef,
     pub right_schema: SchemaRef,
     pub schema: SchemaRef,
+    pub expiry: [Option<Expiry>; 2],
     display: String,
 }
 
@@ -57,6 +61,7 @@ impl JoinNode {
             nulls_match: self.nulls_match,
             filter: self.filter,
             schema: self.schema,
+            expiry: self.expiry,
         }
     }
 }
@@ -110,7 +115,7 @@ impl Planner<'_> {
                 "Join on equal keys and filter the result in WHERE, or use an inner join.",
             ));
         }
-        let mut inputs = Vec::new();
+        let mut inputs: Vec<Segment> = Vec::new();
         for (side, input) in [join.left.as_ref(), join.right.as_ref()]
             .into_iter()
             .enumerate()
@@ -130,13 +135,27 @@ impl Planner<'_> {
             }
             inputs.push(segment);
         }
-        let node = self.join_node(&join, kind, residual)?;
+        let bounds = match kind == JoinKind::Inner && inputs.iter().all(|s| !s.updating) {
+            true => side_bounds(
+                &join,
+                residual.as_ref(),
+                [&time_columns(&inputs[0]), &time_columns(&inputs[1])],
+            ),
+            false => [None, None],
+        };
+        let node = self.join_node(&join, kind, residual, bounds)?;
         let right = inputs.pop().expect("two inputs");
         let left = inputs.pop().expect("two inputs");
         Ok(Segment::joined(left, right, node))
     }
 
-    fn join_node(&self, join: &Join, kind: JoinKind, residual: Option<Expr>) -> Result<JoinNode> {
+    fn join_node(
+        &self,
+        join: &Join,
+        kind: JoinKind,
+        residual: Option<Expr>,
+        bounds: [Option<SideBound>; 2],
+    ) -> Result<JoinNode> {
         let (left, right) = (join.left.as_ref(), join.right.as_ref());
         let mut left_keys = Vec::new();
         let mut right_keys = Vec::new();
@@ -157,8 +176,19 @@ impl Planner<'_> {
             .as_ref()
             .map(|condition| self.physical(condition, &LogicalPlan::Join(join.clone())))
             .transpose()?;
+        let state = match &bounds {
+            [None, None] => "unbounded".to_string(),
+            [left, right] => {
+                let side = |bound: &Option<SideBound>| {
+                    bound
+                        .as_ref()
+                        .map_or("unbounded".to_string(), |b| b.display.clone())
+                };
+                format!("left rows {}, right rows {}", side(left), side(right))
+            }
+        };
         let display = format!(
-            "Join: type={} on=[{}]{} state=unbounded",
+            "Join: type={} on=[{}]{} state={state}",
             kind.name(),
             shown_keys.join(", "),
             residual
@@ -176,6 +206,7 @@ impl Planner<'_> {
             left_schema: Arc::new(left.schema().as_arrow().clone()),
             right_schema: Arc::new(right.schema().as_arrow().clone()),
             schema: Arc::new(join.schema.as_arrow().clone()),
+            expiry: bounds.map(|bound| bound.map(|bound| bound.expiry)),
             display,
         })
     }
@@ -237,6 +268,16 @@ fn split_condition(join: &Join, kind: JoinKind) -> ([Vec<Expr>; 2], Option<Expr>
         }
     }
     (pushed, conjunction(rest))
+}
+
+/// The columns of a join input that its watermark bounds below: the
+/// watermark column, and the end of a window over it.
+fn time_columns(segment: &Segment) -> Vec<String> {
+    let mut columns: Vec<String> = segment.watermark.iter().cloned().collect();
+    if let Some(window) = segment.window.as_ref().filter(|window| window.watermarked) {
+        columns.extend(window.end.iter().cloned());
+    }
+    columns
 }
 
 impl Segment {

@@ -8,6 +8,7 @@ mod aggregate;
 mod determinism;
 mod errors;
 mod join;
+mod join_bounds;
 mod junction;
 pub mod nodes;
 mod top_n;

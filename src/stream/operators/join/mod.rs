@@ -7,7 +7,9 @@
 //! branch's change meets the right side before it has that change, the
 //! right branch's meets the left after). Outer joins also emit and retract
 //! the NULL-padded row of a preserved row as its key gains its first match
-//! or loses its last. The state grows with the inputs: nothing bounds it.
+//! or loses its last. The state grows with the inputs, except in an inner
+//! join bounded by time (an interval or window join): a row leaves once
+//! the other side's watermark passes the last time it could match.
 //! A barrier passes, and the state is checkpointed, once both branches
 //! sent it. Watermarks stop here (the output has no watermark column).
 
@@ -18,7 +20,9 @@ mod tests;
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, ArrayRef, AsArray, Int64Array, UInt32Builder};
+use datafusion::arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, Int64Array, UInt32Builder,
+};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -30,6 +34,7 @@ use crate::stream::alignment::BarrierAlign;
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::Output;
+pub use side::Expiry;
 use side::JoinSide;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +94,8 @@ pub struct JoinSpec {
     pub filter: Option<Arc<dyn PhysicalExpr>>,
     /// Left columns, then right.
     pub schema: SchemaRef,
+    /// Per side, when its rows stop matching (inner joins only).
+    pub expiry: [Option<Expiry>; 2],
 }
 
 pub struct JoinOperator {
@@ -98,13 +105,16 @@ pub struct JoinOperator {
     schema: SchemaRef,
     barriers: BarrierAlign,
     names: [String; 2],
+    /// Each branch's watermark so far.
+    watermarks: [Option<i64>; 2],
 }
 
 impl JoinOperator {
     pub fn new(spec: JoinSpec) -> Result<Self> {
-        if spec.filter.is_some() && spec.kind != JoinKind::Inner {
+        let expires = spec.expiry.iter().any(Option::is_some);
+        if (spec.filter.is_some() || expires) && spec.kind != JoinKind::Inner {
             return Err(WeirError::internal(
-                "a join other than inner with a residual filter",
+                "a join other than inner with a residual filter or expiring rows",
             ));
         }
         let key_fields = || {
@@ -113,7 +123,7 @@ impl JoinOperator {
                 .map(|data_type| SortField::new(data_type.clone()))
                 .collect::<Vec<_>>()
         };
-        let side = |index, input: JoinInput| {
+        let side = |index: usize, input: JoinInput| {
             JoinSide::new(
                 index,
                 input.schema,
@@ -121,6 +131,7 @@ impl JoinOperator {
                 key_fields(),
                 spec.nulls_match,
             )
+            .map(|side| side.with_expiry(spec.expiry[index]))
         };
         let names = ["left".to_string(), "right".to_string()];
         Ok(JoinOperator {
@@ -130,6 +141,7 @@ impl JoinOperator {
             schema: spec.schema,
             barriers: BarrierAlign::new(&names),
             names,
+            watermarks: [None; 2],
         })
     }
 
@@ -144,7 +156,13 @@ impl JoinOperator {
     ) -> Result<Option<u64>> {
         match message {
             Message::Batch(chunk) => self.on_batch(side, &chunk, output)?,
-            Message::Watermark(_) => {}
+            Message::Watermark(watermark) => {
+                let known = &mut self.watermarks[side];
+                if known.is_none_or(|known| watermark > known) {
+                    *known = Some(watermark);
+                    self.sides[1 - side].expire(watermark)?;
+                }
+            }
             Message::Barrier(epoch) => {
                 if self.barriers.arrive(&self.names[side], epoch) {
                     output.push(Message::Barrier(epoch));
@@ -167,6 +185,10 @@ impl JoinOperator {
         };
         let keys = this.batch_keys(&chunk.rows)?;
         let rows = this.batch_rows(&chunk.rows)?;
+        // Rows the other side's watermark has passed match what is stored
+        // now but nothing later: they are not kept.
+        let ends = this.match_ends(&chunk.rows)?;
+        let other_watermark = self.watermarks[1 - side];
         let (this_preserved, other_preserved) =
             (self.kind.preserves(side), self.kind.preserves(1 - side));
         let mut matches = Matches::default();
@@ -201,7 +223,18 @@ impl JoinOperator {
                     }
                 }
             }
-            this.apply(key, rows.row(index).as_ref(), diff);
+            let row = rows.row(index);
+            match &ends {
+                None => this.apply(key, row.as_ref(), diff),
+                Some(ends) if ends.is_valid(index) => {
+                    let end = ends.value(index);
+                    if other_watermark.is_none_or(|watermark| end >= watermark) {
+                        this.apply(key, row.as_ref(), diff);
+                        this.remember_end(end, row.as_ref());
+                    }
+                }
+                Some(_) => {}
+            }
         }
         let joined = joined(
             &self.schema,

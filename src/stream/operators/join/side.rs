@@ -3,11 +3,12 @@
 //! exactly when the values do), so a probe is one hash lookup per row and
 //! building output converts the matched rows back in one call.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
@@ -43,6 +44,24 @@ pub struct JoinSide {
     bytes: usize,
     /// The checkpoint entries of this side start with it.
     state_prefix: Vec<u8>,
+    /// When the other side's watermark makes rows unmatchable.
+    expiry: Option<SideExpiry>,
+}
+
+/// A side whose rows can only match rows of the other side up to a time:
+/// a row with time `t` in `column` matches no row of the other side after
+/// that side's watermark passes `t + allowance_ns` (an interval or window
+/// join; see `sql/streaming/join_bounds.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expiry {
+    pub column: usize,
+    pub allowance_ns: i64,
+}
+
+struct SideExpiry {
+    expiry: Expiry,
+    /// Stored rows by the watermark that ends them.
+    rows_by_end: BTreeMap<i64, Vec<Box<[u8]>>>,
 }
 
 /// Rows restored from a checkpoint are converted this many at a time.
@@ -71,7 +90,83 @@ impl JoinSide {
             changed: HashMap::new(),
             bytes: 0,
             state_prefix: format!("rows/{index}/").into_bytes(),
+            expiry: None,
         })
+    }
+
+    /// Rows of this side expire as `expiry` says.
+    pub fn with_expiry(mut self, expiry: Option<Expiry>) -> Self {
+        self.expiry = expiry.map(|expiry| SideExpiry {
+            expiry,
+            rows_by_end: BTreeMap::new(),
+        });
+        self
+    }
+
+    /// Per row of `batch`, the other side's watermark past which it can
+    /// match nothing (NULL time: it never matches); None without expiry.
+    pub fn match_ends(&self, batch: &RecordBatch) -> Result<Option<Int64Array>> {
+        let Some(side) = &self.expiry else {
+            return Ok(None);
+        };
+        let column = batch.column(side.expiry.column);
+        let nanoseconds = match column.data_type() {
+            DataType::Timestamp(_, zone) => datafusion::arrow::compute::cast(
+                column,
+                &DataType::Timestamp(TimeUnit::Nanosecond, zone.clone()),
+            )?,
+            _ => datafusion::arrow::compute::cast(column, &DataType::Int64)?,
+        };
+        let times = datafusion::arrow::compute::cast(&nanoseconds, &DataType::Int64)?;
+        let allowance = side.expiry.allowance_ns;
+        Ok(Some(
+            times
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|time| time.map(|time| time.saturating_add(allowance)))
+                .collect(),
+        ))
+    }
+
+    /// Notes that stored `row` can match nothing once the other side's
+    /// watermark passes `end`.
+    pub fn remember_end(&mut self, end: i64, row: &[u8]) {
+        if let Some(side) = self.expiry.as_mut() {
+            self.bytes += row.len() + ROW_OVERHEAD_BYTES;
+            side.rows_by_end.entry(end).or_default().push(row.into());
+        }
+    }
+
+    /// Forgets the rows no row of the other side can match once its
+    /// watermark is `watermark` (the join's output keeps what they made).
+    pub fn expire(&mut self, watermark: i64) -> Result<()> {
+        let Some(side) = self.expiry.as_mut() else {
+            return Ok(());
+        };
+        let kept = side.rows_by_end.split_off(&watermark);
+        let ended = std::mem::replace(&mut side.rows_by_end, kept);
+        let rows: HashSet<Box<[u8]>> = ended.into_values().flatten().collect();
+        for row in &rows {
+            self.bytes -= row.len() + ROW_OVERHEAD_BYTES;
+        }
+        let rows: Vec<Box<[u8]>> = rows.into_iter().collect();
+        for piece in rows.chunks(RESTORE_BATCH_ROWS) {
+            let columns = self.columns(piece.iter().map(|row| &**row))?;
+            let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+            let keys = self.batch_keys(&batch)?;
+            for (index, row) in piece.iter().enumerate() {
+                let key = keys.keys.row(index);
+                let count = self
+                    .groups
+                    .get(key.as_ref())
+                    .and_then(|group| group.rows.get(&**row))
+                    .copied();
+                if let Some(count) = count {
+                    self.apply(key.as_ref(), row, -count);
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn batch_keys(&self, batch: &RecordBatch) -> Result<BatchKeys> {
@@ -174,8 +269,15 @@ impl JoinSide {
             let columns = self.columns(piece.iter().map(|(row, _)| *row))?;
             let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
             let keys = self.batch_keys(&batch)?;
+            let ends = self.match_ends(&batch)?;
             for (index, (row, count)) in piece.iter().enumerate() {
                 self.apply(keys.keys.row(index).as_ref(), row, *count);
+                if let Some(end) = ends
+                    .as_ref()
+                    .and_then(|ends| ends.is_valid(index).then(|| ends.value(index)))
+                {
+                    self.remember_end(end, row);
+                }
             }
         }
         self.changed.clear();

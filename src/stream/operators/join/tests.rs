@@ -59,6 +59,7 @@ fn join(kind: JoinKind, with_filter: bool) -> JoinOperator {
         nulls_match: false,
         filter,
         schema,
+        expiry: [None, None],
     })
     .unwrap()
 }
@@ -215,6 +216,7 @@ fn outer_joins_with_a_residual_condition_are_refused() {
         nulls_match: false,
         filter: Some(col("a", &schema).unwrap()),
         schema: output_schema(),
+        expiry: [None, None],
     });
     assert!(result.is_err());
 }
@@ -269,5 +271,67 @@ fn a_barrier_passes_once_both_sides_sent_it_and_the_state_survives_a_restart() {
         ((Some(1), Some(10), Some(1), Some(5)), -2),
         ((Some(1), Some(10), None, None), 1),
     ]);
+    assert_eq!(view, expected);
+}
+
+/// An inner join whose rows match the other side's only while its
+/// watermark has not passed their value (column 1): a window join.
+fn expiring_join() -> JoinOperator {
+    let input = |value: &str| {
+        let schema = side_schema(value);
+        JoinInput {
+            keys: vec![col("k", &schema).unwrap()],
+            schema,
+        }
+    };
+    let expiry = Some(Expiry {
+        column: 1,
+        allowance_ns: 0,
+    });
+    JoinOperator::new(JoinSpec {
+        kind: JoinKind::Inner,
+        left: input("a"),
+        right: input("b"),
+        key_types: vec![DataType::Int64],
+        nulls_match: false,
+        filter: None,
+        schema: output_schema(),
+        expiry: [expiry, expiry],
+    })
+    .unwrap()
+}
+
+#[test]
+fn rows_leave_an_expiring_join_once_the_other_watermark_passes_them() {
+    let mut operator = expiring_join();
+    let mut view = HashMap::new();
+    let mut send = |operator: &mut JoinOperator, side: usize, message: Message| {
+        let mut output = Vec::new();
+        operator.on_message(side, message, &mut output).unwrap();
+        accumulate(output, &mut view);
+    };
+    send(
+        &mut operator,
+        0,
+        changes("a", &[((Some(1), 10), 1), ((Some(1), 20), 1)]),
+    );
+    assert_eq!(operator.sides[0].stored().len(), 2);
+    // The right watermark passes 10: that left row can match nothing more.
+    send(&mut operator, 1, Message::Watermark(15));
+    assert_eq!(operator.sides[0].stored().len(), 1);
+    send(&mut operator, 1, changes("b", &[((Some(1), 30), 1)]));
+    // A left row the right watermark already passed meets what is stored
+    // but is not kept.
+    send(&mut operator, 0, changes("a", &[((Some(1), 12), 1)]));
+    assert_eq!(operator.sides[0].stored().len(), 1);
+    send(&mut operator, 0, Message::Watermark(31));
+    assert!(operator.sides[1].stored().is_empty());
+    send(&mut operator, 1, changes("b", &[((Some(1), 40), 1)]));
+    let expected: HashMap<Joined, i64> = [
+        ((Some(1), Some(20), Some(1), Some(30)), 1),
+        ((Some(1), Some(12), Some(1), Some(30)), 1),
+        ((Some(1), Some(20), Some(1), Some(40)), 1),
+    ]
+    .into();
     assert_eq!(view, expected);
 }
