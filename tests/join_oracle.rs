@@ -47,6 +47,10 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT c.name, o.amount FROM customers c, orders o WHERE c.id = o.customer_id AND o.amount < c.id * 3",
     ),
     (
+        "cross_join",
+        "SELECT c.name, o.amount FROM customers c CROSS JOIN orders o WHERE o.amount > c.id",
+    ),
+    (
         "per_name",
         "SELECT c.name, COUNT(*) AS n, COUNT(o.amount) AS orders, SUM(o.amount) AS total, \
          AVG(o.amount) AS mean, MIN(o.amount) AS least, MAX(o.amount) AS most, \

@@ -153,10 +153,13 @@ pub fn plan(
         non_deterministic: None,
         rank_limits: Default::default(),
     };
-    if planner.aggregates > 1 {
+    // EMIT ON WINDOW CLOSE and late_data name one aggregate: the view's.
+    // Without them every aggregate emits on update, each over the changes
+    // of what it reads (nested GROUP BYs, aggregates in join inputs).
+    if planner.aggregates > 1 && (emit != EmitMode::OnUpdate || late != LatePolicy::Drop) {
         return Err(unsupported(
-            "more than one level of GROUP BY in one materialized view",
-            "Put the inner query in its own materialized view and aggregate over that.",
+            "more than one GROUP BY in a materialized view with EMIT ON WINDOW CLOSE or late_data",
+            "Put the inner query in its own materialized view with those options and aggregate over that.",
         ));
     }
     let segment = planner.segment(plan)?;

@@ -117,8 +117,13 @@ impl JoinOperator {
                 "a join other than inner with a residual filter or expiring rows",
             ));
         }
+        // A cross join's rows all share one key (see `batch_keys`).
+        let key_types = match spec.key_types.is_empty() {
+            true => vec![datafusion::arrow::datatypes::DataType::Boolean],
+            false => spec.key_types.clone(),
+        };
         let key_fields = || {
-            spec.key_types
+            key_types
                 .iter()
                 .map(|data_type| SortField::new(data_type.clone()))
                 .collect::<Vec<_>>()

@@ -171,11 +171,17 @@ impl JoinSide {
 
     pub fn batch_keys(&self, batch: &RecordBatch) -> Result<BatchKeys> {
         let rows = batch.num_rows();
-        let columns = self
+        let mut columns = self
             .keys
             .iter()
             .map(|key| key.evaluate(batch)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+        if columns.is_empty() {
+            // A cross join: every row has the same key (rows need a column).
+            columns.push(Arc::new(datafusion::arrow::array::BooleanArray::from(
+                vec![true; rows],
+            )));
+        }
         let matchable = (0..rows)
             .map(|row| self.nulls_match || columns.iter().all(|column| column.is_valid(row)))
             .collect();
