@@ -113,6 +113,8 @@ enum ScenarioChoice {
     KeyedTumble,
     KeyedHop,
     KeyedSession,
+    /// The Nexmark queries that read bids only (q0, q1, q2, q5, q7, q11).
+    Nexmark,
     Recovery,
 }
 
@@ -130,6 +132,7 @@ impl ScenarioChoice {
             ScenarioChoice::KeyedTumble => vec![Scenario::KeyedTumble],
             ScenarioChoice::KeyedHop => vec![Scenario::KeyedHop],
             ScenarioChoice::KeyedSession => vec![Scenario::KeyedSession],
+            ScenarioChoice::Nexmark => Scenario::NEXMARK.to_vec(),
             ScenarioChoice::Recovery => vec![Scenario::Recovery],
         }
     }

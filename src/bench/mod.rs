@@ -138,7 +138,7 @@ impl Measurement {
 
 /// The events/s table: each column's name and width.
 const MEASUREMENT_COLUMNS: [(&str, usize); 10] = [
-    ("scenario", 10),
+    ("scenario", 13),
     ("rows", 12),
     ("batches", 8),
     ("elapsed_s", 10),

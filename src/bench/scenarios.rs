@@ -22,6 +22,15 @@ pub enum Scenario {
     KeyedTumble,
     KeyedHop,
     KeyedSession,
+    /// The Nexmark queries that read bids only (RisingWave's text; q3, q4
+    /// and q8 also read person and auction), each a view emitting on
+    /// update: tests/nexmark_views.rs checks their results.
+    NexmarkQ0,
+    NexmarkQ1,
+    NexmarkQ2,
+    NexmarkQ5,
+    NexmarkQ7,
+    NexmarkQ11,
     /// Both views, a bulk load, then the time `Engine::open` takes to be
     /// ready again, from a checkpoint and from the whole history.
     Recovery,
@@ -45,6 +54,16 @@ impl Scenario {
         Scenario::KeyedSession,
     ];
 
+    /// What `--scenario nexmark` runs.
+    pub const NEXMARK: [Scenario; 6] = [
+        Scenario::NexmarkQ0,
+        Scenario::NexmarkQ1,
+        Scenario::NexmarkQ2,
+        Scenario::NexmarkQ5,
+        Scenario::NexmarkQ7,
+        Scenario::NexmarkQ11,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Baseline => "baseline",
@@ -56,6 +75,12 @@ impl Scenario {
             Scenario::KeyedTumble => "keyed-tumble",
             Scenario::KeyedHop => "keyed-hop",
             Scenario::KeyedSession => "keyed-session",
+            Scenario::NexmarkQ0 => "nexmark-q0",
+            Scenario::NexmarkQ1 => "nexmark-q1",
+            Scenario::NexmarkQ2 => "nexmark-q2",
+            Scenario::NexmarkQ5 => "nexmark-q5",
+            Scenario::NexmarkQ7 => "nexmark-q7",
+            Scenario::NexmarkQ11 => "nexmark-q11",
             Scenario::Recovery => "recovery",
         }
     }
@@ -63,6 +88,7 @@ impl Scenario {
     pub(super) fn input(self) -> Input {
         match self {
             Scenario::KeyedTumble | Scenario::KeyedHop | Scenario::KeyedSession => Input::Bids,
+            scenario if Scenario::NEXMARK.contains(&scenario) => Input::Bids,
             _ => Input::Events,
         }
     }
@@ -78,6 +104,12 @@ impl Scenario {
             Scenario::KeyedTumble => &[Window::KeyedTumble],
             Scenario::KeyedHop => &[Window::KeyedHop],
             Scenario::KeyedSession => &[Window::KeyedSession],
+            Scenario::NexmarkQ0 => &[Window::NexmarkQ0],
+            Scenario::NexmarkQ1 => &[Window::NexmarkQ1],
+            Scenario::NexmarkQ2 => &[Window::NexmarkQ2],
+            Scenario::NexmarkQ5 => &[Window::NexmarkQ5],
+            Scenario::NexmarkQ7 => &[Window::NexmarkQ7],
+            Scenario::NexmarkQ11 => &[Window::NexmarkQ11],
             Scenario::Recovery => &[Window::Tumble, Window::Hop],
         }
     }
@@ -127,6 +159,12 @@ pub(super) enum Window {
     KeyedTumble,
     KeyedHop,
     KeyedSession,
+    NexmarkQ0,
+    NexmarkQ1,
+    NexmarkQ2,
+    NexmarkQ5,
+    NexmarkQ7,
+    NexmarkQ11,
 }
 
 /// The window views group by window and auction bucket with the same
@@ -151,11 +189,20 @@ impl Window {
             Window::KeyedTumble => "bench_keyed_tumble",
             Window::KeyedHop => "bench_keyed_hop",
             Window::KeyedSession => "bench_keyed_session",
+            Window::NexmarkQ0 => "nexmark_q0",
+            Window::NexmarkQ1 => "nexmark_q1",
+            Window::NexmarkQ2 => "nexmark_q2",
+            Window::NexmarkQ5 => "nexmark_q5",
+            Window::NexmarkQ7 => "nexmark_q7",
+            Window::NexmarkQ11 => "nexmark_q11",
         }
     }
 
     pub(super) fn view_sql(self) -> String {
         let name = self.view_name();
+        if let Some(query) = self.nexmark_query() {
+            return format!("CREATE MATERIALIZED VIEW {name} AS {query}");
+        }
         let (select, from, group_by) = match self {
             Window::Tumble => (
                 VIEW_SELECT,
@@ -203,7 +250,41 @@ impl Window {
                 "SESSION(bid, date_time, INTERVAL '10' SECOND)",
                 KEYED_GROUP_BY,
             ),
+            _ => return String::new(),
         };
         format!("CREATE MATERIALIZED VIEW {name} AS {select} FROM {from} {group_by}")
+    }
+}
+
+/// The Nexmark queries over the bench's `bid` table (RisingWave's text).
+const NEXMARK_Q5: &str = "SELECT AuctionBids.auction, AuctionBids.num FROM (SELECT bid.auction, \
+     count(*) AS num, window_start AS starttime FROM HOP(bid, date_time, INTERVAL '2' SECOND, \
+     INTERVAL '10' SECOND) GROUP BY window_start, bid.auction) AS AuctionBids JOIN (SELECT \
+     max(CountBids.num) AS maxn, CountBids.starttime_c FROM (SELECT count(*) AS num, \
+     window_start AS starttime_c FROM HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) \
+     GROUP BY bid.auction, window_start) AS CountBids GROUP BY CountBids.starttime_c) AS MaxBids \
+     ON AuctionBids.starttime = MaxBids.starttime_c AND AuctionBids.num >= MaxBids.maxn";
+const NEXMARK_Q7: &str = "SELECT B.auction, B.price, B.bidder, B.date_time FROM bid B JOIN \
+     (SELECT MAX(price) AS maxprice, window_end AS date_time FROM TUMBLE(bid, date_time, \
+     INTERVAL '10' SECOND) GROUP BY window_end) B1 ON B.price = B1.maxprice \
+     WHERE B.date_time BETWEEN B1.date_time - INTERVAL '10' SECOND AND B1.date_time";
+
+impl Window {
+    fn nexmark_query(self) -> Option<&'static str> {
+        Some(match self {
+            Window::NexmarkQ0 => "SELECT auction, bidder, price, date_time FROM bid",
+            Window::NexmarkQ1 => {
+                "SELECT auction, bidder, 0.908 * price AS price, date_time FROM bid"
+            }
+            Window::NexmarkQ2 => "SELECT auction, price FROM bid WHERE auction % 123 = 0",
+            Window::NexmarkQ5 => NEXMARK_Q5,
+            Window::NexmarkQ7 => NEXMARK_Q7,
+            Window::NexmarkQ11 => {
+                "SELECT bidder, count(*) AS bid_count, window_start AS starttime, \
+                 window_end AS endtime FROM SESSION(bid, date_time, INTERVAL '10' SECOND) \
+                 GROUP BY bidder, window_start, window_end"
+            }
+            _ => return None,
+        })
     }
 }
