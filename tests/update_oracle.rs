@@ -307,3 +307,40 @@ async fn tables_and_views_over_updates_equal_a_model_and_batch_queries() {
         run_seed(&client, seed).await;
     }
 }
+
+/// The same statements as a driver prepares them: parameters in SET,
+/// WHERE and an upsert's VALUES.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_updates_deletes_and_upserts_take_parameters() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE prepared (id BIGINT PRIMARY KEY, note TEXT, n BIGINT);
+             CREATE MATERIALIZED VIEW prepared_total AS SELECT COUNT(*) AS rows, SUM(n) AS n FROM prepared;",
+        )
+        .await
+        .unwrap();
+    let upsert = "INSERT INTO prepared VALUES ($1, $2, $3) \
+                  ON CONFLICT (id) DO UPDATE SET n = prepared.n + excluded.n, note = excluded.note";
+    for (id, note, n) in [(1i64, "a", 10i64), (2, "b", 20), (1, "c", 5)] {
+        assert_eq!(client.execute(upsert, &[&id, &note, &n]).await.unwrap(), 1);
+    }
+    let updated = client
+        .execute(
+            "UPDATE prepared SET n = n * $1 WHERE id = $2",
+            &[&3i64, &2i64],
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated, 1);
+    let deleted = client
+        .execute("DELETE FROM prepared WHERE note = $1", &[&"zzz"])
+        .await
+        .unwrap();
+    assert_eq!(deleted, 0);
+    let rows = sorted_rows(&client, "SELECT id, note, n FROM prepared").await;
+    assert_eq!(rows, [["1", "c", "15"], ["2", "b", "60"]]);
+    let total = sorted_rows(&client, "SELECT * FROM prepared_total").await;
+    assert_eq!(total, [["2", "75"]]);
+}

@@ -198,6 +198,9 @@ impl StreamNode {
                         node.late.describe(),
                         node.watermark.as_deref().unwrap_or("never (no watermark)")
                     );
+                } else {
+                    // Without a window nothing ever closes a group.
+                    line.push_str(" state=unbounded");
                 }
                 line
             }
