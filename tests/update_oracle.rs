@@ -289,21 +289,11 @@ async fn run_seed(client: &Client, seed: u64) {
         .unwrap();
 }
 
-fn seeds() -> Vec<u64> {
-    match std::env::var("UPDATE_ORACLE_SEEDS") {
-        Ok(text) => match text.split_once("..") {
-            Some((from, to)) => (from.parse().unwrap()..to.parse().unwrap()).collect(),
-            None => vec![text.parse().unwrap()],
-        },
-        Err(_) => (0..SEEDS).collect(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_and_views_over_updates_equal_a_model_and_batch_queries() {
     let server = TestServer::start();
     let client = server.connect().await;
-    for seed in seeds() {
+    for seed in common::seeds("UPDATE_ORACLE_SEEDS", SEEDS) {
         run_seed(&client, seed).await;
     }
 }

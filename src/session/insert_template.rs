@@ -167,14 +167,7 @@ impl InsertTemplate {
             })
             .collect::<Result<Vec<_>>>()?;
         let log = table.log().clone();
-        let required = log
-            .schema()
-            .fields()
-            .iter()
-            .enumerate()
-            .filter(|(_, field)| !field.is_nullable())
-            .map(|(index, _)| index)
-            .collect();
+        let required = log.not_null_columns();
         Ok(Some(InsertTemplate {
             log,
             parameter_types: parameter_types.to_vec(),

@@ -19,7 +19,6 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, Projection, Values, WriteOp};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
-use datafusion::physical_plan::execution_plan::check_not_null_constraints;
 
 use crate::connectors::table::{DurableTable, TableLog};
 use crate::error::Result;
@@ -69,15 +68,8 @@ pub fn values_insert(
     // The table takes the rows as its own schema's; NOT NULL is checked
     // as DataFusion's sink does, for the same error.
     let log = table.log().clone();
-    let required: Vec<usize> = log
-        .schema()
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, field)| !field.is_nullable())
-        .map(|(index, _)| index)
-        .collect();
-    Ok(Some((log, check_not_null_constraints(rows, &required)?)))
+    let rows = super::modify::not_null(&log, rows)?;
+    Ok(Some((log, rows)))
 }
 
 /// A VALUES node under projections only (outermost projection first), or

@@ -31,7 +31,7 @@ impl Session {
         let (state, task) = self.planning(Purpose::Writes)?;
         let write = async {
             // Held from the read to the commit: no write comes in between.
-            let mut write = BulkWrite::begin(log.clone()).await;
+            let write = BulkWrite::begin(log.clone()).await;
             let plan = match dml.op {
                 WriteOp::Update => old_and_new(&dml.input, log.schema().fields().len())?,
                 _ => dml.input.as_ref().clone(),
@@ -40,15 +40,27 @@ impl Session {
             let batches = collect(physical, task).await?;
             let changes = changes(&log, &batches, dml.op == WriteOp::Update)?;
             let count = changes.num_rows() as u64 / if verb == "UPDATE" { 2 } else { 1 };
-            if self.pending.keep_changes(&log, changes.clone())? {
-                return Ok::<u64, WeirError>(count);
-            }
-            write.add_changes(changes)?;
-            write.commit(Some(self.gate.as_ref())).await?;
-            Ok(count)
+            self.apply_changes(&log, write, changes).await?;
+            Ok::<u64, WeirError>(count)
         };
         let count = self.run_write(write).await?;
         Ok(Outcome::Done(CommandDone::new(verb).with_rows(count)))
+    }
+
+    /// Keeps `changes` for COMMIT inside a transaction block, or commits
+    /// them through `write` (which has held the table's writes off).
+    pub(super) async fn apply_changes(
+        &self,
+        log: &Arc<TableLog>,
+        mut write: BulkWrite,
+        changes: TableChanges,
+    ) -> Result<()> {
+        if self.pending.keep_changes(log, changes.clone())? {
+            return Ok(());
+        }
+        write.add_changes(changes)?;
+        write.commit(Some(self.gate.as_ref())).await?;
+        Ok(())
     }
 
     /// Inside a transaction block a statement reads committed rows only,
@@ -137,13 +149,5 @@ fn changes(log: &TableLog, batches: &[RecordBatch], update: bool) -> Result<Tabl
 
 /// NOT NULL checked as DataFusion's insert does, for the same error.
 pub(super) fn not_null(log: &TableLog, rows: RecordBatch) -> Result<RecordBatch> {
-    let required: Vec<usize> = log
-        .schema()
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, field)| !field.is_nullable())
-        .map(|(index, _)| index)
-        .collect();
-    Ok(check_not_null_constraints(rows, &required)?)
+    Ok(check_not_null_constraints(rows, &log.not_null_columns())?)
 }

@@ -81,17 +81,13 @@ impl Session {
                 }
             };
             let rows = RecordBatch::try_new(log.schema(), rows.columns().to_vec())?;
-            let mut write = BulkWrite::begin(log.clone()).await;
+            let write = BulkWrite::begin(log.clone()).await;
             let (changes, count) = match &update {
                 None => without_conflicts(&log, rows)?,
                 Some(assignments) => assignments.apply(&state, &log, rows)?,
             };
-            if self.pending.keep_changes(&log, changes.clone())? {
-                return Ok::<u64, WeirError>(count);
-            }
-            write.add_changes(changes)?;
-            write.commit(Some(self.gate.as_ref())).await?;
-            Ok(count)
+            self.apply_changes(&log, write, changes).await?;
+            Ok::<u64, WeirError>(count)
         };
         let count = self.run_write(write).await?;
         Ok(Outcome::Done(CommandDone::new("INSERT").with_rows(count)))

@@ -329,3 +329,15 @@ pub async fn crashes_match_an_uninterrupted_run(
     assert_eq!(views_snapshot(&client, views).await, expected_final);
     expected_final
 }
+
+/// The seeds a randomized test runs: `variable` set to `7` or `0..40`,
+/// else `0..default`.
+pub fn seeds(variable: &str, default: u64) -> Vec<u64> {
+    match std::env::var(variable) {
+        Ok(text) => match text.split_once("..") {
+            Some((from, to)) => (from.parse().unwrap()..to.parse().unwrap()).collect(),
+            None => vec![text.parse().unwrap()],
+        },
+        Err(_) => (0..default).collect(),
+    }
+}

@@ -264,6 +264,15 @@ impl TableLog {
         KeyChanges::check(&unique, changes)
     }
 
+    /// The positions of the NOT NULL columns.
+    pub fn not_null_columns(&self) -> Vec<usize> {
+        let fields = self.schema.fields().iter().enumerate();
+        fields
+            .filter(|(_, field)| !field.is_nullable())
+            .map(|(index, _)| index)
+            .collect()
+    }
+
     /// Whether the table takes UPDATE, DELETE and ON CONFLICT (a primary
     /// key, no watermark, not APPEND ONLY).
     pub fn accepts_updates(&self) -> bool {
