@@ -44,6 +44,8 @@ const NUMERIC_AGGREGATES: &[&str] = &[
     "approx_distinct(@)",
     "cardinality(array_agg(@))",
     "approx_percentile_cont(@, 0.5)",
+    "array_agg(@ ORDER BY @ DESC)",
+    "first_value(@ ORDER BY @ DESC)",
 ];
 
 const FLOAT_AGGREGATES: &[&str] = &[
@@ -56,6 +58,7 @@ const FLOAT_AGGREGATES: &[&str] = &[
     "median(@)",
     "stddev(@)",
     "cardinality(array_agg(@))",
+    "array_agg(@ ORDER BY @)",
 ];
 
 const DECIMAL_AGGREGATES: &[&str] = &[
@@ -67,6 +70,7 @@ const DECIMAL_AGGREGATES: &[&str] = &[
     "max(@)",
     "median(@)",
     "cardinality(array_agg(DISTINCT @))",
+    "last_value(@ ORDER BY @)",
 ];
 
 const TEXT_AGGREGATES: &[&str] = &[
@@ -77,6 +81,8 @@ const TEXT_AGGREGATES: &[&str] = &[
     "approx_distinct(@)",
     "length(string_agg(@, ','))",
     "cardinality(array_agg(DISTINCT @))",
+    "string_agg(@, ',' ORDER BY @ DESC)",
+    "array_agg(@ ORDER BY @)",
 ];
 
 const BOOLEAN_AGGREGATES: &[&str] = &[
@@ -88,7 +94,13 @@ const BOOLEAN_AGGREGATES: &[&str] = &[
     "max(@)",
 ];
 
-const TIME_AGGREGATES: &[&str] = &["count(@)", "count(DISTINCT @)", "min(@)", "max(@)"];
+const TIME_AGGREGATES: &[&str] = &[
+    "count(@)",
+    "count(DISTINCT @)",
+    "min(@)",
+    "max(@)",
+    "array_agg(@ ORDER BY @ DESC)",
+];
 
 /// `aggregates` over `column`, named a0, a1, …
 fn select_list(column: &str, aggregates: &[&str]) -> String {

@@ -121,6 +121,12 @@ const VIEWS: &[(&str, &str)] = &[
         "names_seen",
         "SELECT name, COUNT(DISTINCT id) AS ids, MIN(amount) AS least FROM left_join GROUP BY name",
     ),
+    (
+        "ordered_names",
+        "SELECT name, string_agg(amount::text, ';' ORDER BY amount DESC) AS amounts, \
+         array_agg(id ORDER BY id, amount) AS ids, last_value(amount ORDER BY amount) AS most \
+         FROM left_join GROUP BY name",
+    ),
 ];
 
 fn batch_query(query: &str) -> String {

@@ -67,6 +67,12 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT id, balance * 10 AS scaled FROM accounts WHERE balance > 0",
     ),
     (
+        "ordered_per_owner",
+        "SELECT owner, string_agg(id::text, ',' ORDER BY balance DESC NULLS LAST, id) AS ids, \
+         array_agg(balance ORDER BY id) AS balances, first_value(id ORDER BY balance, id) AS poorest, \
+         last_value(balance ORDER BY id) AS newest FROM accounts GROUP BY owner",
+    ),
+    (
         "owner_sizes",
         "SELECT n, COUNT(*) AS owners FROM per_owner GROUP BY n",
     ),

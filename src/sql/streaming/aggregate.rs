@@ -4,9 +4,13 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::row::SortField;
+use datafusion::common::ScalarValue;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{Aggregate, Expr, GroupingSet, LogicalPlan};
-use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
+use datafusion::physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggregateBuilder};
+use datafusion::physical_expr::expressions::Literal;
+use datafusion::physical_expr::PhysicalExpr;
 
 use super::errors::{has_subquery, no_watermark, shown, unsupported};
 use super::nodes::{AggregateNode, SessionAggregateNode, StreamNode};
@@ -14,7 +18,7 @@ use super::{PhysicalExprs, Planner, Segment, WindowColumns};
 use crate::error::{Result, WeirError};
 use crate::stream::operators::aggregate::calls::AggregateCall;
 use crate::stream::operators::aggregate::late::SideOutputShape;
-use crate::stream::operators::aggregate::retraction::{MultisetKind, Retraction};
+use crate::stream::operators::aggregate::retraction::{MultisetKind, MultisetShape, Retraction};
 use crate::stream::operators::aggregate::session_aggregate::SessionColumns;
 use crate::stream::operators::aggregate::WindowGroup;
 use crate::stream::operators::window::WindowKind;
@@ -229,12 +233,6 @@ impl Planner<'_> {
             }
             let lowered = builder.build()?;
             let (function, filter) = (lowered.aggregate, lowered.filter);
-            if !lowered.order_bys.is_empty() {
-                return Err(unsupported(
-                    "ORDER BY inside an aggregate call",
-                    "Leave out the ORDER BY in the aggregate's arguments.",
-                ));
-            }
             // Accumulators are made per group as rows arrive; one that
             // cannot be made must fail here, not on every later INSERT.
             function.create_accumulator()?;
@@ -272,30 +270,18 @@ impl Planner<'_> {
 
 /// How `call` takes back a retracted row: DataFusion's sliding
 /// accumulator where it is exact (COUNT, SUM, AVG), every value with its
-/// multiplicity for MIN, MAX and COUNT(DISTINCT); other functions are
-/// refused over retracting input.
+/// multiplicity for MIN, MAX, COUNT(DISTINCT) and the ordered aggregates;
+/// other functions are refused over retracting input.
 fn retraction(call: &AggregateCall, input: &Schema) -> Result<Retraction> {
     let function = &call.function;
     let name = function.fun().name().to_ascii_lowercase();
-    let arguments = function.expressions();
-    let value_type = match arguments.as_slice() {
-        [argument] => Some(argument.data_type(input)?),
-        _ => None,
-    };
-    let multiset = |kind| {
-        value_type
-            .clone()
-            .map(|value_type| Retraction::Multiset { kind, value_type })
-    };
     let retraction = match (name.as_str(), function.is_distinct()) {
-        ("min", _) => multiset(MultisetKind::Min),
-        ("max", _) => multiset(MultisetKind::Max),
-        ("count", true) => multiset(MultisetKind::DistinctCount),
         ("count" | "sum" | "avg", false) => function
             .create_sliding_accumulator()?
             .supports_retract_batch()
             .then_some(Retraction::Sliding),
-        _ => None,
+        _ => multiset_shape(function, &name, input)?
+            .map(|shape| Retraction::Multiset(Box::new(shape))),
     };
     retraction.ok_or_else(|| {
         unsupported(
@@ -308,9 +294,70 @@ fn retraction(call: &AggregateCall, input: &Schema) -> Result<Retraction> {
                     ""
                 }
             ),
-            "Over updating rows a view can use COUNT, SUM, AVG, MIN, MAX and COUNT(DISTINCT).",
+            "Over updating rows a view can use COUNT, SUM, AVG, MIN, MAX, COUNT(DISTINCT), array_agg, string_agg, first_value and last_value.",
         )
     })
+}
+
+/// The multiset a call over retracting rows keeps, if its function is one
+/// that a sorted multiset computes.
+fn multiset_shape(
+    function: &AggregateFunctionExpr,
+    name: &str,
+    input: &Schema,
+) -> Result<Option<MultisetShape>> {
+    let arguments = function.expressions();
+    let Some(value) = arguments.first() else {
+        return Ok(None);
+    };
+    let value_type = value.data_type(input)?;
+    let by_value = |kind| Some(MultisetShape::by_value(kind, value_type.clone()));
+    let ordered = |kind, skip_nulls| -> Result<Option<MultisetShape>> {
+        let order = function
+            .order_bys()
+            .iter()
+            .map(|order| {
+                Ok(SortField::new_with_options(
+                    order.expr.data_type(input)?,
+                    order.options,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(MultisetShape {
+            kind,
+            value_type: value_type.clone(),
+            order,
+            arguments: arguments.len(),
+            skip_nulls: skip_nulls || function.ignore_nulls(),
+            distinct: function.is_distinct(),
+        }))
+    };
+    Ok(match (name, function.is_distinct(), arguments.len()) {
+        ("min", _, 1) => by_value(MultisetKind::First),
+        ("max", _, 1) => by_value(MultisetKind::Last),
+        ("count", true, 1) => by_value(MultisetKind::DistinctCount),
+        ("array_agg", _, 1) => ordered(MultisetKind::Array, false)?,
+        ("first_value", false, 1) => ordered(MultisetKind::First, false)?,
+        ("last_value", false, 1) => ordered(MultisetKind::Last, false)?,
+        ("string_agg", _, 2) => match literal_text(&arguments[1]) {
+            Some(delimiter) => ordered(MultisetKind::Text { delimiter }, true)?,
+            None => None,
+        },
+        _ => None,
+    })
+}
+
+/// The text of a constant argument (string_agg's delimiter; NULL joins
+/// with nothing, as DataFusion does).
+fn literal_text(argument: &Arc<dyn PhysicalExpr>) -> Option<String> {
+    let literal = argument.downcast_ref::<Literal>()?;
+    match literal.value() {
+        ScalarValue::Utf8(text) | ScalarValue::LargeUtf8(text) | ScalarValue::Utf8View(text) => {
+            Some(text.clone().unwrap_or_default())
+        }
+        ScalarValue::Null => Some(String::new()),
+        _ => None,
+    }
 }
 
 /// Where the window column `name` (if any) is among the GROUP BY columns.

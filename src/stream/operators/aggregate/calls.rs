@@ -15,7 +15,7 @@ use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::retraction::{MultisetAccumulator, Retraction, MULTISET_STATE_WIDTH};
+use super::retraction::{MultisetAccumulator, Retraction};
 use crate::error::Result;
 use crate::stream::message::{without_nulls, Chunk, Message};
 use crate::stream::operator::Output;
@@ -46,9 +46,7 @@ impl AggregateCall {
         Ok(match &self.retraction {
             Retraction::None => self.function.create_accumulator()?,
             Retraction::Sliding => self.function.create_sliding_accumulator()?,
-            Retraction::Multiset { kind, value_type } => {
-                Box::new(MultisetAccumulator::new(*kind, value_type.clone())?)
-            }
+            Retraction::Multiset(shape) => Box::new(MultisetAccumulator::new((**shape).clone())?),
         })
     }
 
@@ -59,7 +57,7 @@ impl AggregateCall {
             // A fresh accumulator's state is its shape (sliding SUM keeps
             // a count besides the sum the plain one keeps).
             Retraction::Sliding => self.accumulator()?.state()?.len(),
-            Retraction::Multiset { .. } => MULTISET_STATE_WIDTH,
+            Retraction::Multiset(shape) => shape.state_width(),
         })
     }
 }
@@ -103,6 +101,9 @@ pub fn push_changes(
 }
 
 /// Each aggregate call's argument columns and FILTER mask over `chunk`.
+/// An ordered call (`string_agg(x, ',' ORDER BY y)`) gets its ORDER BY
+/// columns after its arguments, as DataFusion's order-sensitive
+/// accumulators expect (they sort what they keep).
 pub fn evaluate_arguments(calls: &[AggregateCall], chunk: &Chunk) -> Result<Vec<Arguments>> {
     let rows = chunk.num_rows();
     calls
@@ -112,6 +113,7 @@ pub fn evaluate_arguments(calls: &[AggregateCall], chunk: &Chunk) -> Result<Vec<
                 .function
                 .expressions()
                 .iter()
+                .chain(call.function.order_bys().iter().map(|order| &order.expr))
                 .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
                 .collect::<datafusion::error::Result<Vec<_>>>()?;
             let mask = match &call.filter {
