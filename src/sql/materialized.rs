@@ -17,8 +17,8 @@ pub struct MaterializedView {
     /// The CREATE statement as written (without EXPLAIN), for the catalog.
     pub text: String,
     pub emit: EmitMode,
-    /// `WITH (late_data = ..., allowed_lateness = ...)`.
-    pub late: crate::stream::LatePolicy,
+    /// `WITH (late_data = ..., allowed_lateness = ..., state_ttl = ...)`.
+    pub options: crate::sql::ViewOptions,
     pub explain: bool,
 }
 

@@ -123,16 +123,18 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         let statement = parse_tokens(create)?;
         super::limits::check_nesting(&statement)?;
         materialized::check(&statement)?;
-        let late = match &statement {
-            ast::Statement::CreateView(create) => super::late_data::late_policy(&create.options)?,
-            _ => crate::stream::LatePolicy::Drop,
+        let options = match &statement {
+            ast::Statement::CreateView(create) => {
+                super::view_options::view_options(&create.options)?
+            }
+            _ => Default::default(),
         };
         return Ok(Statement::CreateMaterializedView(Box::new(
             MaterializedView {
                 statement: windows::rewrite_streaming(statement)?,
                 text,
                 emit,
-                late,
+                options,
                 explain,
             },
         )));

@@ -38,6 +38,7 @@ pub struct JoinNode {
     pub right_schema: SchemaRef,
     pub schema: SchemaRef,
     pub expiry: [Option<Expiry>; 2],
+    pub ttl_ns: [Option<i64>; 2],
     display: String,
 }
 
@@ -62,6 +63,7 @@ impl JoinNode {
             filter: self.filter,
             schema: self.schema,
             expiry: self.expiry,
+            ttl_ns: self.ttl_ns,
         }
     }
 }
@@ -143,10 +145,24 @@ impl Planner<'_> {
             ),
             false => [None, None],
         };
-        let node = self.join_node(&join, kind, residual, bounds)?;
+        let ttl = self.join_ttl(kind, &inputs);
+        let node = self.join_node(&join, kind, residual, bounds, ttl)?;
         let right = inputs.pop().expect("two inputs");
         let left = inputs.pop().expect("two inputs");
         Ok(Segment::joined(left, right, node))
+    }
+
+    /// Per side, the view's `state_ttl` when it applies: an inner join's
+    /// append-only inputs (a retraction of a forgotten row could not be
+    /// joined; an outer join's NULL rows depend on every row of a key).
+    fn join_ttl(&mut self, kind: JoinKind, inputs: &[Segment]) -> [Option<i64>; 2] {
+        let Some(ttl) = self.state_ttl.as_mut() else {
+            return [None, None];
+        };
+        let applies = |side: usize| kind == JoinKind::Inner && !inputs[side].updating;
+        let sides = [0, 1].map(|side| applies(side).then_some(ttl.ttl_ns));
+        ttl.used |= sides.iter().any(Option::is_some);
+        sides
     }
 
     fn join_node(
@@ -155,6 +171,7 @@ impl Planner<'_> {
         kind: JoinKind,
         residual: Option<Expr>,
         bounds: [Option<SideBound>; 2],
+        ttl: [Option<i64>; 2],
     ) -> Result<JoinNode> {
         let (left, right) = (join.left.as_ref(), join.right.as_ref());
         let mut left_keys = Vec::new();
@@ -176,16 +193,23 @@ impl Planner<'_> {
             .as_ref()
             .map(|condition| self.physical(condition, &LogicalPlan::Join(join.clone())))
             .transpose()?;
-        let state = match &bounds {
-            [None, None] => "unbounded".to_string(),
-            [left, right] => {
-                let side = |bound: &Option<SideBound>| {
-                    bound
-                        .as_ref()
-                        .map_or("unbounded".to_string(), |b| b.display.clone())
-                };
-                format!("left rows {}, right rows {}", side(left), side(right))
+        let side = |index: usize| {
+            let mut limits: Vec<String> = bounds[index]
+                .iter()
+                .map(|bound| bound.display.clone())
+                .collect();
+            limits.extend(
+                ttl[index]
+                    .map(|ttl_ns| format!("{} after arrival (state_ttl)", shown_duration(ttl_ns))),
+            );
+            match limits.is_empty() {
+                true => "unbounded".to_string(),
+                false => limits.join(" or "),
             }
+        };
+        let state = match (&bounds, &ttl) {
+            ([None, None], [None, None]) => "unbounded".to_string(),
+            _ => format!("left rows {}, right rows {}", side(0), side(1)),
         };
         let display = format!(
             "Join: type={} on=[{}]{} state={state}",
@@ -207,8 +231,27 @@ impl Planner<'_> {
             right_schema: Arc::new(right.schema().as_arrow().clone()),
             schema: Arc::new(join.schema.as_arrow().clone()),
             expiry: bounds.map(|bound| bound.map(|bound| bound.expiry)),
+            ttl_ns: ttl,
             display,
         })
+    }
+}
+
+/// A TTL as EXPLAIN shows it: `90 s`, `1 h 30 min`, `250 ms`.
+fn shown_duration(nanoseconds: i64) -> String {
+    let milliseconds = nanoseconds / 1_000_000;
+    let units = [(3_600_000, "h"), (60_000, "min"), (1_000, "s"), (1, "ms")];
+    let mut left = milliseconds;
+    let mut parts = Vec::new();
+    for (size, unit) in units {
+        if left >= size {
+            parts.push(format!("{} {unit}", left / size));
+            left %= size;
+        }
+    }
+    match parts.is_empty() {
+        true => format!("{nanoseconds} ns"),
+        false => parts.join(" "),
     }
 }
 

@@ -137,15 +137,20 @@ impl StreamPlan {
 pub fn plan(
     plan: &LogicalPlan,
     emit: EmitMode,
-    late: LatePolicy,
+    options: crate::sql::ViewOptions,
     sources: &dyn Sources,
     props: &ExecutionProps,
 ) -> Result<StreamPlan> {
+    let late = options.late;
     let mut planner = Planner {
         sources,
         props,
         emit,
         late,
+        state_ttl: options.state_ttl_ns.map(|ttl_ns| StateTtl {
+            ttl_ns,
+            used: false,
+        }),
         side_output: None,
         windowed: false,
         aggregates: count_aggregates(plan),
@@ -167,6 +172,12 @@ pub fn plan(
         return Err(unsupported(
             "late_data other than 'drop' without a windowed GROUP BY",
             "Group by window_start or window_end of TUMBLE(...) or HOP(...), or leave out late_data.",
+        ));
+    }
+    if planner.state_ttl.as_ref().is_some_and(|ttl| !ttl.used) {
+        return Err(unsupported(
+            "state_ttl on a view without an inner join of append-only inputs",
+            "state_ttl bounds the rows an inner join keeps from a stream; leave it out here (windows and interval joins are bounded by watermarks).",
         ));
     }
     let (branches, nodes) = match segment.junction {
@@ -240,6 +251,8 @@ struct Planner<'a> {
     props: &'a ExecutionProps,
     emit: EmitMode,
     late: LatePolicy,
+    /// `state_ttl`, and whether a join took it.
+    state_ttl: Option<StateTtl>,
     side_output: Option<SideOutputShape>,
     /// Whether a windowed GROUP BY was planned (late data applies to it).
     windowed: bool,
@@ -248,6 +261,11 @@ struct Planner<'a> {
     non_deterministic: Option<String>,
     /// Bounds WHEREs put on ranking window functions below them (top-N).
     rank_limits: top_n::RankLimits,
+}
+
+struct StateTtl {
+    ttl_ns: i64,
+    used: bool,
 }
 
 impl Planner<'_> {

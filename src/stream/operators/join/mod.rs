@@ -96,6 +96,9 @@ pub struct JoinSpec {
     pub schema: SchemaRef,
     /// Per side, when its rows stop matching (inner joins only).
     pub expiry: [Option<Expiry>; 2],
+    /// Per side, `state_ttl`: how long after it came a row is forgotten
+    /// (inner joins of append-only inputs only).
+    pub ttl_ns: [Option<i64>; 2],
 }
 
 pub struct JoinOperator {
@@ -107,11 +110,21 @@ pub struct JoinOperator {
     names: [String; 2],
     /// Each branch's watermark so far.
     watermarks: [Option<i64>; 2],
+    /// The processing-time clock TTLs count by (nanoseconds since 1970).
+    clock: fn() -> i64,
+}
+
+/// The wall clock, in nanoseconds since 1970.
+fn wall_clock_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos().min(i64::MAX as u128) as i64)
 }
 
 impl JoinOperator {
     pub fn new(spec: JoinSpec) -> Result<Self> {
-        let expires = spec.expiry.iter().any(Option::is_some);
+        let expires =
+            spec.expiry.iter().any(Option::is_some) || spec.ttl_ns.iter().any(Option::is_some);
         if (spec.filter.is_some() || expires) && spec.kind != JoinKind::Inner {
             return Err(WeirError::internal(
                 "a join other than inner with a residual filter or expiring rows",
@@ -136,7 +149,10 @@ impl JoinOperator {
                 key_fields(),
                 spec.nulls_match,
             )
-            .map(|side| side.with_expiry(spec.expiry[index]))
+            .map(|side| {
+                side.with_expiry(spec.expiry[index])
+                    .with_ttl(spec.ttl_ns[index])
+            })
         };
         let names = ["left".to_string(), "right".to_string()];
         Ok(JoinOperator {
@@ -147,7 +163,23 @@ impl JoinOperator {
             barriers: BarrierAlign::new(&names),
             names,
             watermarks: [None; 2],
+            clock: wall_clock_ns,
         })
+    }
+
+    /// TTLs count by `clock` instead of the wall clock (tests).
+    pub fn with_clock(mut self, clock: fn() -> i64) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Forgets the rows whose TTL has run out; the time now.
+    fn expire_ttl(&mut self) -> Result<i64> {
+        let now_ns = (self.clock)();
+        for side in &mut self.sides {
+            side.expire_ttl(now_ns)?;
+        }
+        Ok(now_ns)
     }
 
     /// A message from branch `side` (0 left, 1 right); the join's changes
@@ -169,6 +201,7 @@ impl JoinOperator {
                 }
             }
             Message::Barrier(epoch) => {
+                self.expire_ttl()?;
                 if self.barriers.arrive(&self.names[side], epoch) {
                     output.push(Message::Barrier(epoch));
                     return Ok(Some(epoch));
@@ -182,6 +215,7 @@ impl JoinOperator {
         if self.kind.tests_existence() {
             return self.on_existence_batch(side, chunk, output);
         }
+        let now_ns = self.expire_ttl()?;
         let [left, right] = &mut self.sides;
         let (this, other) = if side == 0 {
             (left, &*right)
@@ -229,16 +263,21 @@ impl JoinOperator {
                 }
             }
             let row = rows.row(index);
-            match &ends {
-                None => this.apply(key, row.as_ref(), diff),
+            let stored = match &ends {
+                None => true,
                 Some(ends) if ends.is_valid(index) => {
                     let end = ends.value(index);
-                    if other_watermark.is_none_or(|watermark| end >= watermark) {
-                        this.apply(key, row.as_ref(), diff);
+                    let matchable = other_watermark.is_none_or(|watermark| end >= watermark);
+                    if matchable {
                         this.remember_end(end, row.as_ref());
                     }
+                    matchable
                 }
-                Some(_) => {}
+                Some(_) => false,
+            };
+            if stored {
+                this.apply(key, row.as_ref(), diff);
+                this.remember_arrival(now_ns, row.as_ref());
             }
         }
         let joined = joined(
@@ -261,8 +300,9 @@ impl JoinOperator {
     }
 
     pub fn restore(&mut self, state: &StateReader) -> Result<()> {
+        let now_ns = (self.clock)();
         for side in &mut self.sides {
-            side.restore(state)?;
+            side.restore(state, now_ns)?;
         }
         Ok(())
     }

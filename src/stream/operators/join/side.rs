@@ -46,6 +46,9 @@ pub struct JoinSide {
     state_prefix: Vec<u8>,
     /// When the other side's watermark makes rows unmatchable.
     expiry: Option<SideExpiry>,
+    /// `state_ttl`: how long after it came a row is forgotten, and the
+    /// rows by when.
+    ttl: Option<(i64, Deadlines)>,
 }
 
 /// A side whose rows can only match rows of the other side up to a time:
@@ -61,7 +64,34 @@ pub struct Expiry {
 struct SideExpiry {
     expiry: Expiry,
     /// Stored rows by the watermark that ends them.
-    rows_by_end: BTreeMap<i64, Vec<Box<[u8]>>>,
+    rows_by_end: Deadlines,
+}
+
+/// Stored rows by the time (a watermark, or the clock for a TTL) after
+/// which they are forgotten. A row may be listed more than once.
+#[derive(Default)]
+struct Deadlines(BTreeMap<i64, Vec<Box<[u8]>>>);
+
+impl Deadlines {
+    fn remember(&mut self, deadline: i64, row: &[u8]) {
+        self.0.entry(deadline).or_default().push(row.into());
+    }
+
+    /// Takes out the rows whose deadline is before `time`.
+    fn due(&mut self, time: i64) -> Vec<Box<[u8]>> {
+        if self
+            .0
+            .first_key_value()
+            .is_none_or(|(first, _)| *first >= time)
+        {
+            return Vec::new();
+        }
+        let kept = self.0.split_off(&time);
+        std::mem::replace(&mut self.0, kept)
+            .into_values()
+            .flatten()
+            .collect()
+    }
 }
 
 /// Rows restored from a checkpoint are converted this many at a time.
@@ -91,6 +121,7 @@ impl JoinSide {
             bytes: 0,
             state_prefix: format!("rows/{index}/").into_bytes(),
             expiry: None,
+            ttl: None,
         })
     }
 
@@ -98,9 +129,32 @@ impl JoinSide {
     pub fn with_expiry(mut self, expiry: Option<Expiry>) -> Self {
         self.expiry = expiry.map(|expiry| SideExpiry {
             expiry,
-            rows_by_end: BTreeMap::new(),
+            rows_by_end: Deadlines::default(),
         });
         self
+    }
+
+    /// Rows of this side are forgotten `ttl_ns` after they came.
+    pub fn with_ttl(mut self, ttl_ns: Option<i64>) -> Self {
+        self.ttl = ttl_ns.map(|ttl_ns| (ttl_ns, Deadlines::default()));
+        self
+    }
+
+    /// Notes that stored `row` came at `now_ns` (under a TTL).
+    pub fn remember_arrival(&mut self, now_ns: i64, row: &[u8]) {
+        if let Some((ttl_ns, deadlines)) = self.ttl.as_mut() {
+            self.bytes += row.len() + ROW_OVERHEAD_BYTES;
+            deadlines.remember(now_ns.saturating_add(*ttl_ns), row);
+        }
+    }
+
+    /// Forgets the rows whose TTL has run out at `now_ns`.
+    pub fn expire_ttl(&mut self, now_ns: i64) -> Result<()> {
+        let due = match self.ttl.as_mut() {
+            Some((_, deadlines)) => deadlines.due(now_ns),
+            None => return Ok(()),
+        };
+        self.forget(due)
     }
 
     /// Per row of `batch`, the other side's watermark past which it can
@@ -133,22 +187,27 @@ impl JoinSide {
     pub fn remember_end(&mut self, end: i64, row: &[u8]) {
         if let Some(side) = self.expiry.as_mut() {
             self.bytes += row.len() + ROW_OVERHEAD_BYTES;
-            side.rows_by_end.entry(end).or_default().push(row.into());
+            side.rows_by_end.remember(end, row);
         }
     }
 
     /// Forgets the rows no row of the other side can match once its
     /// watermark is `watermark` (the join's output keeps what they made).
     pub fn expire(&mut self, watermark: i64) -> Result<()> {
-        let Some(side) = self.expiry.as_mut() else {
-            return Ok(());
+        let due = match self.expiry.as_mut() {
+            Some(side) => side.rows_by_end.due(watermark),
+            None => return Ok(()),
         };
-        let kept = side.rows_by_end.split_off(&watermark);
-        let ended = std::mem::replace(&mut side.rows_by_end, kept);
-        let rows: HashSet<Box<[u8]>> = ended.into_values().flatten().collect();
-        for row in &rows {
+        self.forget(due)
+    }
+
+    /// Removes every copy of `due` rows (each listed row's deadline entry
+    /// is gone already).
+    fn forget(&mut self, due: Vec<Box<[u8]>>) -> Result<()> {
+        for row in &due {
             self.bytes -= row.len() + ROW_OVERHEAD_BYTES;
         }
+        let rows: HashSet<Box<[u8]>> = due.into_iter().collect();
         let rows: Vec<Box<[u8]>> = rows.into_iter().collect();
         for piece in rows.chunks(RESTORE_BATCH_ROWS) {
             let columns = self.columns(piece.iter().map(|row| &**row))?;
@@ -265,7 +324,9 @@ impl JoinSide {
         }
     }
 
-    pub fn restore(&mut self, state: &StateReader) -> Result<()> {
+    /// Restores the rows of a checkpoint; under a TTL they count as
+    /// having come at `now_ns` (the checkpoint keeps no arrival times).
+    pub fn restore(&mut self, state: &StateReader, now_ns: i64) -> Result<()> {
         let prefix = self.state_prefix.clone();
         let entries: Vec<(&[u8], i64)> = state
             .with_prefix(&prefix)
@@ -278,6 +339,7 @@ impl JoinSide {
             let ends = self.match_ends(&batch)?;
             for (index, (row, count)) in piece.iter().enumerate() {
                 self.apply(keys.keys.row(index).as_ref(), row, *count);
+                self.remember_arrival(now_ns, row);
                 if let Some(end) = ends
                     .as_ref()
                     .and_then(|ends| ends.is_valid(index).then(|| ends.value(index)))

@@ -60,6 +60,7 @@ fn join(kind: JoinKind, with_filter: bool) -> JoinOperator {
         filter,
         schema,
         expiry: [None, None],
+        ttl_ns: [None, None],
     })
     .unwrap()
 }
@@ -217,6 +218,7 @@ fn outer_joins_with_a_residual_condition_are_refused() {
         filter: Some(col("a", &schema).unwrap()),
         schema: output_schema(),
         expiry: [None, None],
+        ttl_ns: [None, None],
     });
     assert!(result.is_err());
 }
@@ -297,6 +299,7 @@ fn expiring_join() -> JoinOperator {
         filter: None,
         schema: output_schema(),
         expiry: [expiry, expiry],
+        ttl_ns: [None, None],
     })
     .unwrap()
 }
@@ -334,4 +337,91 @@ fn rows_leave_an_expiring_join_once_the_other_watermark_passes_them() {
     ]
     .into();
     assert_eq!(view, expected);
+}
+
+/// The clock of the TTL test (nanoseconds).
+static TEST_CLOCK_NS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+fn test_clock_ns() -> i64 {
+    TEST_CLOCK_NS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[test]
+fn a_state_ttl_forgets_rows_by_the_clock_and_counts_restored_rows_from_the_restore() {
+    TEST_CLOCK_NS.store(1_000, std::sync::atomic::Ordering::SeqCst);
+    let mut operator = join(JoinKind::Inner, false);
+    operator.sides = operator.sides.map(|side| side.with_ttl(Some(100)));
+    let mut operator = operator.with_clock(test_clock_ns);
+    let mut view = HashMap::new();
+    let send = |operator: &mut JoinOperator,
+                view: &mut HashMap<Joined, i64>,
+                side: usize,
+                message: Message| {
+        let mut output = Vec::new();
+        operator.on_message(side, message, &mut output).unwrap();
+        accumulate(output, view);
+    };
+    let tick = |ns: i64| TEST_CLOCK_NS.store(ns, std::sync::atomic::Ordering::SeqCst);
+    send(
+        &mut operator,
+        &mut view,
+        0,
+        changes("a", &[((Some(1), 10), 1)]),
+    );
+    tick(1_050);
+    send(
+        &mut operator,
+        &mut view,
+        1,
+        changes("b", &[((Some(1), 5), 1)]),
+    );
+    assert_eq!(view.len(), 1, "within the TTL the rows meet");
+    // At 1,101 the left row (came at 1,000) is gone, the right one (1,050) not.
+    tick(1_101);
+    send(&mut operator, &mut view, 1, Message::Barrier(1));
+    assert!(operator.sides[0].stored().is_empty());
+    assert_eq!(operator.sides[1].stored().len(), 1);
+    send(
+        &mut operator,
+        &mut view,
+        0,
+        changes("a", &[((Some(1), 20), 1)]),
+    );
+    assert_eq!(view.len(), 2);
+    send(
+        &mut operator,
+        &mut view,
+        1,
+        changes("b", &[((Some(1), 6), 1)]),
+    );
+    assert_eq!(
+        view.len(),
+        3,
+        "the forgotten left row meets no later right row"
+    );
+
+    let directory = tempfile::tempdir().unwrap();
+    let store = SledStore::open(directory.path()).unwrap();
+    commit_state(&store, |state| operator.checkpoint(state));
+    tick(5_000);
+    let mut restored = join(JoinKind::Inner, false);
+    restored.sides = restored.sides.map(|side| side.with_ttl(Some(100)));
+    let mut restored = restored.with_clock(test_clock_ns);
+    restored.restore(&stored_state(&store)).unwrap();
+    tick(5_099);
+    send(&mut restored, &mut view, 1, Message::Barrier(2));
+    assert_eq!(
+        restored.sides[1].stored().len(),
+        2,
+        "restored rows count from the restore"
+    );
+    tick(5_101);
+    send(&mut restored, &mut view, 1, Message::Barrier(3));
+    assert!(restored.sides[0].stored().is_empty() && restored.sides[1].stored().is_empty());
+    commit_state(&store, |state| restored.checkpoint(state));
+    assert_eq!(
+        restored.memory_bytes(),
+        0,
+        "deadlines are not kept for forgotten rows"
+    );
 }
