@@ -355,7 +355,8 @@ impl Dataflow {
     /// the checkpoint counts once the batch and the record are committed,
     /// before the next push.
     pub fn checkpoint(&mut self, unix_ms: u64) -> Result<Option<(EpochRecord, WriteBatch)>> {
-        if !self.changed || self.broken {
+        let clocked = self.views.values().any(ViewPipeline::clocked);
+        if !(self.changed || clocked) || self.broken {
             return Ok(None);
         }
         let epoch = self.epoch + 1;

@@ -47,6 +47,13 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Whether its output changes with the clock alone (a temporal
+    /// filter): the runtime then checkpoints, and so calls it, even when
+    /// no row came.
+    fn clocked(&self) -> bool {
+        false
+    }
+
     /// Finishes work the operator handed to other threads, putting out
     /// what it held back for it and reporting its errors; the runtime
     /// calls it before a write group commits.
@@ -105,6 +112,10 @@ impl<O: Operator + ?Sized> Stage<O> {
 
     pub fn name(&self) -> &'static str {
         self.operator.name()
+    }
+
+    pub fn clocked(&self) -> bool {
+        self.operator.clocked()
     }
 
     pub fn memory_bytes(&self) -> usize {

@@ -43,6 +43,17 @@ pub struct Branch {
     pub operators: Vec<Stage>,
 }
 
+impl ViewPipeline {
+    /// Whether an operator's output changes with the clock alone.
+    pub fn clocked(&self) -> bool {
+        self.branches
+            .iter()
+            .flat_map(|branch| &branch.operators)
+            .chain(&self.operators)
+            .any(Stage::clocked)
+    }
+}
+
 impl Branch {
     pub fn new(input: String, operators: Vec<Box<dyn Operator>>) -> Self {
         Branch {

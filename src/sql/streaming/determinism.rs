@@ -16,15 +16,26 @@ use crate::error::WeirError;
 pub(super) fn non_deterministic_function(plan: &LogicalPlan) -> Option<String> {
     let mut found = None;
     let _ = plan.apply_expressions(|expr| {
-        expr.apply(|node| {
-            if let Expr::ScalarFunction(call) = node {
-                if call.func.signature().volatility != Volatility::Immutable {
-                    found = Some(call.name().to_string());
-                    return Ok(TreeNodeRecursion::Stop);
-                }
-            }
-            Ok(TreeNodeRecursion::Continue)
+        found = non_deterministic_expression(expr);
+        Ok(match found {
+            Some(_) => TreeNodeRecursion::Stop,
+            None => TreeNodeRecursion::Continue,
         })
+    });
+    found
+}
+
+/// The name of the first non-deterministic function in `expr`.
+pub(super) fn non_deterministic_expression(expr: &Expr) -> Option<String> {
+    let mut found = None;
+    let _ = expr.apply(|node| {
+        if let Expr::ScalarFunction(call) = node {
+            if call.func.signature().volatility != Volatility::Immutable {
+                found = Some(call.name().to_string());
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
     });
     found
 }
@@ -35,7 +46,7 @@ pub fn non_deterministic(function: &str) -> WeirError {
         "In a materialized view PROCTIME() can only be a window's time argument, e.g. TUMBLE(t, PROCTIME(), INTERVAL '1' MINUTE), which stands for t's PROCTIME() column; select that column instead.".to_string()
     } else {
         format!(
-            "A view must give the same rows whenever it is rebuilt from its inputs; filters relative to the current time are planned for a later release. Apply {function}() when querying the view instead, e.g. SELECT * FROM view WHERE ts > now() - INTERVAL '1 hour'."
+            "A view must give the same rows whenever it is rebuilt from its inputs. The one use of now() a view keeps up to date is a temporal filter in WHERE, a time column compared with now() plus or minus a fixed interval (WHERE ts > now() - INTERVAL '1' HOUR); otherwise apply {function}() when querying the view."
         )
     };
     WeirError::unsupported(format!(

@@ -11,6 +11,7 @@ mod join;
 mod join_bounds;
 mod junction;
 pub mod nodes;
+mod temporal_filter;
 mod top_n;
 mod union;
 pub mod window_function;
@@ -270,7 +271,10 @@ struct StateTtl {
 
 impl Planner<'_> {
     fn segment(&mut self, plan: &LogicalPlan) -> Result<Segment> {
-        if self.non_deterministic.is_none() {
+        // A temporal filter's now() is planned, not refused (the rest of
+        // its WHERE is checked there).
+        let temporal = matches!(plan, LogicalPlan::Filter(filter) if temporal_filter::split(&filter.predicate).is_some());
+        if self.non_deterministic.is_none() && !temporal {
             self.non_deterministic = determinism::non_deterministic_function(plan);
         }
         match plan {
@@ -279,6 +283,9 @@ impl Planner<'_> {
             LogicalPlan::Filter(filter) if has_subquery(&filter.predicate) => {
                 self.decorrelated(plan)
             }
+            LogicalPlan::Filter(filter) if temporal => self
+                .temporal_filter(filter)?
+                .ok_or_else(|| WeirError::internal("a temporal filter vanished")),
             LogicalPlan::Filter(filter) => {
                 if let LogicalPlan::Join(join) = filter.input.as_ref() {
                     if join.join_type == datafusion::logical_expr::JoinType::Inner {

@@ -16,7 +16,8 @@ use crate::stream::operators::aggregate::{LateHandling, WindowGroup};
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
     AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator,
-    SessionAggregateOperator, TopNOperator, WindowAggregateOperator, WindowOperator,
+    SessionAggregateOperator, TemporalFilterOperator, TopNOperator, WindowAggregateOperator,
+    WindowOperator,
 };
 use crate::stream::{EmitMode, LatePolicy, LateRows, Operator};
 
@@ -24,6 +25,7 @@ pub enum StreamNode {
     EmitOnClose(EmitOnCloseNode),
     Project(ProjectNode),
     Filter(FilterNode),
+    TemporalFilter(TemporalFilterNode),
     Window(WindowNode),
     Aggregate(AggregateNode),
     SessionAggregate(SessionAggregateNode),
@@ -44,6 +46,12 @@ pub struct ProjectNode {
 
 pub struct FilterNode {
     pub predicate: Arc<dyn PhysicalExpr>,
+    pub display: String,
+}
+
+pub struct TemporalFilterNode {
+    pub bounds: Vec<crate::stream::operators::temporal_filter::TimeBound>,
+    pub schema: SchemaRef,
     pub display: String,
 }
 
@@ -109,6 +117,9 @@ impl StreamNode {
                 node.watermark.is_some(),
             )),
             StreamNode::Filter(node) => Box::new(FilterOperator::new(node.predicate)),
+            StreamNode::TemporalFilter(node) => {
+                Box::new(TemporalFilterOperator::new(node.schema, node.bounds)?)
+            }
             StreamNode::TopN(node) => Box::new(TopNOperator::new(node.spec)?),
             StreamNode::Window(node) => Box::new(WindowOperator::new(
                 node.spec,
@@ -159,6 +170,7 @@ impl StreamNode {
                 watermark_suffix(&node.watermark)
             ),
             StreamNode::Filter(node) => format!("Filter: {}", node.display),
+            StreamNode::TemporalFilter(node) => format!("TemporalFilter: {}", node.display),
             StreamNode::Window(node) => {
                 let mut line = format!("Window: {} on {}", node.spec.describe(), node.time_name);
                 if node.spec.offset_ns != 0 {
