@@ -108,7 +108,7 @@ impl Engine {
         let mut stream = streaming::plan(
             &analyzed,
             view.emit,
-            view.options,
+            view.options.clone(),
             &sources,
             state.execution_props(),
         )?;

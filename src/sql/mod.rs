@@ -26,6 +26,7 @@ pub mod interval_arithmetic;
 pub mod json_build_object;
 pub mod like_escape;
 mod limits;
+mod lookup_join;
 pub mod materialized;
 pub mod numeric_sum;
 mod output_names;

@@ -111,6 +111,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         return Ok(Statement::AlterRetention(alter));
     }
     let tokens = windows::normalize_flink_spelling(tokens)?;
+    let (tokens, lookup_tables) = super::lookup_join::strip(tokens)?;
     let tokens = materialized::show_create_as_view(tokens);
     if let Some(materialized::Split {
         explain,
@@ -123,12 +124,13 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         let statement = parse_tokens(create)?;
         super::limits::check_nesting(&statement)?;
         materialized::check(&statement)?;
-        let options = match &statement {
+        let mut options = match &statement {
             ast::Statement::CreateView(create) => {
                 super::view_options::view_options(&create.options)?
             }
-            _ => Default::default(),
+            _ => super::ViewOptions::default(),
         };
+        options.lookup_tables = lookup_tables;
         return Ok(Statement::CreateMaterializedView(Box::new(
             MaterializedView {
                 statement: windows::rewrite_streaming(statement)?,

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::row::SortField;
 use datafusion::common::ScalarValue;
+use datafusion::functions_aggregate::expr_fn::last_value;
+use datafusion::logical_expr::builder::add_group_by_exprs_from_dependencies;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{Aggregate, Expr, GroupingSet, LogicalPlan};
 use datafusion::physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggregateBuilder};
@@ -40,6 +42,11 @@ impl Planner<'_> {
     }
 
     pub(super) fn aggregate(&mut self, aggregate: &Aggregate) -> Result<Segment> {
+        if self.reads_lookup(&aggregate.input) {
+            if let Some(rewritten) = without_dependent_groups(aggregate)? {
+                return self.aggregate(&rewritten);
+            }
+        }
         let mut segment = self.segment(&aggregate.input)?;
         let window_group = self.window_group(aggregate, segment.window.as_ref())?;
         let retracting = segment.updating;
@@ -266,6 +273,37 @@ impl Planner<'_> {
         call.retraction = Retraction::Sliding;
         Ok(call)
     }
+}
+
+/// DataFusion adds to a GROUP BY the columns its keys decide (a table's
+/// other columns when the GROUP BY has its primary key). Over a lookup
+/// join that does not hold: each row met the table as it was then, so
+/// grouping by them would split a group by the values its rows met. They
+/// become `last_value` calls instead, in the same output positions (they
+/// are the last group columns, and calls come right after the groups).
+fn without_dependent_groups(aggregate: &Aggregate) -> Result<Option<Aggregate>> {
+    let groups = &aggregate.group_expr;
+    if matches!(groups.as_slice(), [Expr::GroupingSet(_)]) {
+        return Ok(None);
+    }
+    let schema = aggregate.input.schema();
+    let written = (0..groups.len()).find(|&count| {
+        add_group_by_exprs_from_dependencies(groups[..count].to_vec(), schema)
+            .is_ok_and(|expanded| &expanded == groups)
+    });
+    let Some(written) = written else {
+        return Ok(None);
+    };
+    let decided = groups[written..]
+        .iter()
+        .map(|group| last_value(group.clone(), Vec::new()));
+    let calls = decided.chain(aggregate.aggr_expr.iter().cloned()).collect();
+    Ok(Some(Aggregate::try_new_with_schema(
+        Arc::clone(&aggregate.input),
+        groups[..written].to_vec(),
+        calls,
+        Arc::clone(&aggregate.schema),
+    )?))
 }
 
 /// How `call` takes back a retracted row: DataFusion's sliding

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::NullEquality;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{Expr, ExprSchemable, Join, JoinType, LogicalPlan};
@@ -39,6 +40,7 @@ pub struct JoinNode {
     pub schema: SchemaRef,
     pub expiry: [Option<Expiry>; 2],
     pub ttl_ns: [Option<i64>; 2],
+    pub lookup: bool,
     display: String,
 }
 
@@ -64,6 +66,7 @@ impl JoinNode {
             schema: self.schema,
             expiry: self.expiry,
             ttl_ns: self.ttl_ns,
+            lookup: self.lookup,
         }
     }
 }
@@ -97,10 +100,10 @@ impl Planner<'_> {
 
     pub(super) fn join(&mut self, join: &Join) -> Result<Segment> {
         let kind = join_kind(join.join_type)?;
-        if self.emit == EmitMode::OnWindowClose {
+        if self.emit == EmitMode::OnWindowClose && !self.versioned(&join.right) {
             return Err(unsupported(
                 "EMIT ON WINDOW CLOSE over a join",
-                "Leave out EMIT ON WINDOW CLOSE: the join's rows are shown as they change.",
+                "Leave out EMIT ON WINDOW CLOSE: the join's rows are shown as they change (a lookup join, FOR SYSTEM_TIME AS OF PROCTIME(), keeps the stream's watermark).",
             ));
         }
         if join.null_aware {
@@ -137,7 +140,9 @@ impl Planner<'_> {
             }
             inputs.push(segment);
         }
-        let bounds = match kind == JoinKind::Inner && inputs.iter().all(|s| !s.updating) {
+        let lookup = self.lookup(&join, kind, &inputs)?;
+        let bounded = kind == JoinKind::Inner && !lookup && inputs.iter().all(|s| !s.updating);
+        let bounds = match bounded {
             true => side_bounds(
                 &join,
                 residual.as_ref(),
@@ -145,11 +150,64 @@ impl Planner<'_> {
             ),
             false => [None, None],
         };
-        let ttl = self.join_ttl(kind, &inputs);
-        let node = self.join_node(&join, kind, residual, bounds, ttl)?;
+        let ttl = match lookup {
+            true => [None, None],
+            false => self.join_ttl(kind, &inputs),
+        };
+        let mut node = self.join_node(&join, kind, residual, bounds, ttl)?;
+        if lookup {
+            node.lookup = true;
+            node.display = node.display.replace(
+                " state=unbounded",
+                " lookup state=right rows (the table as it is now), no left rows",
+            );
+        }
         let right = inputs.pop().expect("two inputs");
         let left = inputs.pop().expect("two inputs");
         Ok(Segment::joined(left, right, node))
+    }
+
+    /// Whether `plan` has a lookup join (a join whose right input is a
+    /// table joined `FOR SYSTEM_TIME AS OF`).
+    pub(super) fn reads_lookup(&self, plan: &LogicalPlan) -> bool {
+        plan.exists(|node| {
+            Ok(matches!(node, LogicalPlan::Join(join) if self.versioned(&join.right)))
+        })
+        .unwrap_or(false)
+    }
+
+    /// Whether `plan` scans a table joined `FOR SYSTEM_TIME AS OF`.
+    fn versioned(&self, plan: &LogicalPlan) -> bool {
+        scanned_table(plan).is_some_and(|table| self.lookup_tables.contains(&table))
+    }
+
+    /// Whether the join's right input is a table joined `FOR SYSTEM_TIME
+    /// AS OF` the processing time (only inner and left joins of rows that
+    /// are never taken back can look rows up: a retraction would meet the
+    /// table as it is later, not as the row met it).
+    fn lookup(&self, join: &Join, kind: JoinKind, inputs: &[Segment]) -> Result<bool> {
+        if self.versioned(&join.left) {
+            return Err(unsupported(
+                "FOR SYSTEM_TIME AS OF on the left input of a join",
+                "Put the table joined FOR SYSTEM_TIME AS OF PROCTIME() on the right: stream JOIN table FOR SYSTEM_TIME AS OF PROCTIME().",
+            ));
+        }
+        if !self.versioned(&join.right) {
+            return Ok(false);
+        }
+        if !matches!(kind, JoinKind::Inner | JoinKind::Left) {
+            return Err(unsupported(
+                &format!("a {} lookup join", kind.name().to_ascii_lowercase()),
+                "A lookup join (FOR SYSTEM_TIME AS OF PROCTIME()) is an inner or left join.",
+            ));
+        }
+        if inputs[0].updating {
+            return Err(unsupported(
+                "a lookup join of rows that are updated",
+                "Look rows up for an append-only stream (a table with a WATERMARK or APPEND ONLY), or join without FOR SYSTEM_TIME AS OF.",
+            ));
+        }
+        Ok(true)
     }
 
     /// Per side, the view's `state_ttl` when it applies: an inner join's
@@ -232,8 +290,18 @@ impl Planner<'_> {
             schema: Arc::new(join.schema.as_arrow().clone()),
             expiry: bounds.map(|bound| bound.map(|bound| bound.expiry)),
             ttl_ns: ttl,
+            lookup: false,
             display,
         })
+    }
+}
+
+/// The table `plan` reads, when it is a scan (under aliases).
+fn scanned_table(plan: &LogicalPlan) -> Option<String> {
+    match plan {
+        LogicalPlan::SubqueryAlias(alias) => scanned_table(&alias.input),
+        LogicalPlan::TableScan(scan) => Some(scan.table_name.table().to_string()),
+        _ => None,
     }
 }
 
@@ -326,9 +394,19 @@ fn time_columns(segment: &Segment) -> Vec<String> {
 impl Segment {
     /// Two chains meeting at a join.
     fn joined(left: Segment, right: Segment, node: JoinNode) -> Segment {
+        if node.lookup {
+            return Segment::looked_up(left, right, node);
+        }
         // Outer and anti joins retract a row when its key gains a match.
         let retracts = node.kind.preserves(0) || node.kind.preserves(1);
         let updating = left.updating || right.updating || retracts;
+        let mut segment = Segment::joined_branches(left, right, node);
+        segment.updating = updating;
+        segment
+    }
+
+    /// Two chains meeting at `node`, with no watermark or window after it.
+    fn joined_branches(left: Segment, right: Segment, node: JoinNode) -> Segment {
         let branches = [left, right].map(|segment| Branch {
             input: segment.input,
             nodes: segment.nodes,
@@ -340,9 +418,38 @@ impl Segment {
             nodes: Vec::new(),
             watermark: None,
             window: None,
-            updating,
+            updating: false,
             junction: Some(JunctionNode::Join(node)),
             branches: branches.into(),
         }
+    }
+}
+
+impl Segment {
+    /// A lookup join: its rows are the left's, each once, in the left's
+    /// time, so the left's watermark and window columns go through (when
+    /// the right has no column of the same name).
+    fn looked_up(left: Segment, right: Segment, node: JoinNode) -> Segment {
+        let right_names: Vec<&String> = node
+            .right_schema
+            .fields()
+            .iter()
+            .map(|field| field.name())
+            .collect();
+        let unique = |name: &String| !right_names.contains(&name);
+        let watermark = left.watermark.clone().filter(unique);
+        let window = left.window.clone().filter(|window| {
+            [&window.start, &window.end]
+                .into_iter()
+                .flatten()
+                .all(unique)
+                && unique(&window.time_name)
+        });
+        let updating = left.updating;
+        let mut segment = Segment::joined_branches(left, right, node);
+        segment.watermark = watermark;
+        segment.window = window;
+        segment.updating = updating;
+        segment
     }
 }

@@ -152,6 +152,7 @@ pub fn plan(
             ttl_ns,
             used: false,
         }),
+        lookup_tables: options.lookup_tables,
         side_output: None,
         windowed: false,
         aggregates: count_aggregates(plan),
@@ -254,6 +255,8 @@ struct Planner<'a> {
     late: LatePolicy,
     /// `state_ttl`, and whether a join took it.
     state_ttl: Option<StateTtl>,
+    /// Tables joined `FOR SYSTEM_TIME AS OF` the processing time.
+    lookup_tables: Vec<String>,
     side_output: Option<SideOutputShape>,
     /// Whether a windowed GROUP BY was planned (late data applies to it).
     windowed: bool,

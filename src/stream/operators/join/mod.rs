@@ -99,6 +99,10 @@ pub struct JoinSpec {
     /// Per side, `state_ttl`: how long after it came a row is forgotten
     /// (inner joins of append-only inputs only).
     pub ttl_ns: [Option<i64>; 2],
+    /// A lookup join (`FOR SYSTEM_TIME AS OF PROCTIME()`): a left row meets
+    /// the right rows there are when it comes and is not kept; right
+    /// changes change no joined row. Inner and left joins only.
+    pub lookup: bool,
 }
 
 pub struct JoinOperator {
@@ -112,6 +116,7 @@ pub struct JoinOperator {
     watermarks: [Option<i64>; 2],
     /// The processing-time clock TTLs count by (nanoseconds since 1970).
     clock: fn() -> i64,
+    lookup: bool,
 }
 
 /// The wall clock, in nanoseconds since 1970.
@@ -128,6 +133,11 @@ impl JoinOperator {
         if (spec.filter.is_some() || expires) && spec.kind != JoinKind::Inner {
             return Err(WeirError::internal(
                 "a join other than inner with a residual filter or expiring rows",
+            ));
+        }
+        if spec.lookup && !matches!(spec.kind, JoinKind::Inner | JoinKind::Left) {
+            return Err(WeirError::internal(
+                "a lookup join other than inner or left",
             ));
         }
         // A cross join's rows all share one key (see `batch_keys`).
@@ -164,6 +174,7 @@ impl JoinOperator {
             names,
             watermarks: [None; 2],
             clock: wall_clock_ns,
+            lookup: spec.lookup,
         })
     }
 
@@ -198,6 +209,10 @@ impl JoinOperator {
                 if known.is_none_or(|known| watermark > known) {
                     *known = Some(watermark);
                     self.sides[1 - side].expire(watermark)?;
+                    // A lookup join's rows are the left's rows, in its time.
+                    if self.lookup && side == 0 {
+                        output.push(Message::Watermark(watermark));
+                    }
                 }
             }
             Message::Barrier(epoch) => {
@@ -216,6 +231,10 @@ impl JoinOperator {
             return self.on_existence_batch(side, chunk, output);
         }
         let now_ns = self.expire_ttl()?;
+        if self.lookup && side == 1 {
+            return self.sides[1].apply_batch(chunk);
+        }
+        let stores = !self.lookup;
         let [left, right] = &mut self.sides;
         let (this, other) = if side == 0 {
             (left, &*right)
@@ -263,18 +282,19 @@ impl JoinOperator {
                 }
             }
             let row = rows.row(index);
-            let stored = match &ends {
-                None => true,
-                Some(ends) if ends.is_valid(index) => {
-                    let end = ends.value(index);
-                    let matchable = other_watermark.is_none_or(|watermark| end >= watermark);
-                    if matchable {
-                        this.remember_end(end, row.as_ref());
+            let stored = stores
+                && match &ends {
+                    None => true,
+                    Some(ends) if ends.is_valid(index) => {
+                        let end = ends.value(index);
+                        let matchable = other_watermark.is_none_or(|watermark| end >= watermark);
+                        if matchable {
+                            this.remember_end(end, row.as_ref());
+                        }
+                        matchable
                     }
-                    matchable
-                }
-                Some(_) => false,
-            };
+                    Some(_) => false,
+                };
             if stored {
                 this.apply(key, row.as_ref(), diff);
                 this.remember_arrival(now_ns, row.as_ref());

@@ -15,6 +15,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::message::Chunk;
 
 /// The rows of one key, each with its multiplicity.
 #[derive(Debug, Default)]
@@ -294,6 +295,20 @@ impl JoinSide {
         if !self.changed.contains_key(row) {
             self.changed.insert(row.into(), key.into());
         }
+    }
+
+    /// Adds a batch's rows with their diffs (a lookup join's table side,
+    /// which joins nothing as it changes).
+    pub fn apply_batch(&mut self, chunk: &Chunk) -> Result<()> {
+        let keys = self.batch_keys(&chunk.rows)?;
+        let rows = self.batch_rows(&chunk.rows)?;
+        for index in 0..chunk.num_rows() {
+            if keys.matchable[index] {
+                let key = keys.keys.row(index);
+                self.apply(key.as_ref(), rows.row(index).as_ref(), chunk.diff(index));
+            }
+        }
+        Ok(())
     }
 
     /// Stored rows back as columns of the side's schema.

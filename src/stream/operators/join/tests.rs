@@ -61,6 +61,7 @@ fn join(kind: JoinKind, with_filter: bool) -> JoinOperator {
         schema,
         expiry: [None, None],
         ttl_ns: [None, None],
+        lookup: false,
     })
     .unwrap()
 }
@@ -219,6 +220,7 @@ fn outer_joins_with_a_residual_condition_are_refused() {
         schema: output_schema(),
         expiry: [None, None],
         ttl_ns: [None, None],
+        lookup: false,
     });
     assert!(result.is_err());
 }
@@ -300,6 +302,7 @@ fn expiring_join() -> JoinOperator {
         schema: output_schema(),
         expiry: [expiry, expiry],
         ttl_ns: [None, None],
+        lookup: false,
     })
     .unwrap()
 }
@@ -423,5 +426,65 @@ fn a_state_ttl_forgets_rows_by_the_clock_and_counts_restored_rows_from_the_resto
         restored.memory_bytes(),
         0,
         "deadlines are not kept for forgotten rows"
+    );
+}
+
+#[test]
+fn a_lookup_join_meets_the_table_as_it_is_and_forwards_the_left_watermark() {
+    let mut operator = join(JoinKind::Left, false);
+    operator.lookup = true;
+    let mut view = HashMap::new();
+    let mut output = Vec::new();
+    operator
+        .on_message(1, changes("b", &[((Some(1), 5), 1)]), &mut output)
+        .unwrap();
+    assert!(output.is_empty(), "a table change joins nothing");
+    operator
+        .on_message(
+            0,
+            changes("a", &[((Some(1), 10), 1), ((Some(2), 20), 1)]),
+            &mut output,
+        )
+        .unwrap();
+    // The table changes; the row already joined keeps what it met.
+    operator
+        .on_message(
+            1,
+            changes("b", &[((Some(1), 5), -1), ((Some(1), 6), 1)]),
+            &mut output,
+        )
+        .unwrap();
+    operator
+        .on_message(0, changes("a", &[((Some(1), 11), 1)]), &mut output)
+        .unwrap();
+    operator
+        .on_message(0, Message::Watermark(7), &mut output)
+        .unwrap();
+    operator
+        .on_message(1, Message::Watermark(9), &mut output)
+        .unwrap();
+    let watermarks: Vec<i64> = output
+        .iter()
+        .filter_map(|message| match message {
+            Message::Watermark(watermark) => Some(*watermark),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        watermarks,
+        vec![7],
+        "only the left's watermark goes through"
+    );
+    accumulate(output, &mut view);
+    let expected: HashMap<Joined, i64> = [
+        ((Some(1), Some(10), Some(1), Some(5)), 1),
+        ((Some(2), Some(20), None, None), 1),
+        ((Some(1), Some(11), Some(1), Some(6)), 1),
+    ]
+    .into();
+    assert_eq!(view, expected);
+    assert!(
+        operator.sides[0].stored().is_empty(),
+        "left rows are not kept"
     );
 }
