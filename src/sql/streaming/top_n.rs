@@ -24,7 +24,8 @@ use super::errors::{shown, unsupported};
 use super::nodes::{ProjectNode, StreamNode};
 use super::{Planner, Segment};
 use crate::error::{Result, WeirError};
-use crate::stream::operators::top_n::{RankKind, TopNSpec};
+use crate::stream::operators::top_n::{PartitionWindow, RankKind, TopNSpec};
+use crate::stream::operators::window_spec::WindowKind;
 use crate::stream::EmitMode;
 
 /// A top-N: the operator's spec, and its EXPLAIN line.
@@ -150,10 +151,12 @@ impl Planner<'_> {
     }
 
     fn push_top_n(&self, segment: &mut Segment, shape: TopNShape) -> Result<()> {
-        if self.emit == EmitMode::OnWindowClose {
+        let window = self.partition_window(segment, &shape)?;
+        let emit_on_close = self.emit == EmitMode::OnWindowClose;
+        if emit_on_close && window.is_none() {
             return Err(unsupported(
-                "EMIT ON WINDOW CLOSE with a top-N (ORDER BY ... LIMIT, DISTINCT ON, ranking)",
-                "Leave out EMIT ON WINDOW CLOSE: the top rows are shown as they change.",
+                "EMIT ON WINDOW CLOSE with a top-N not partitioned by a window (ORDER BY ... LIMIT, DISTINCT ON, ranking)",
+                "Partition the ranking by window_start or window_end of a TUMBLE or HOP on a watermarked column, or leave out EMIT ON WINDOW CLOSE: the top rows are shown as they change.",
             ));
         }
         let partition = shape
@@ -188,10 +191,18 @@ impl Planner<'_> {
                 String::new()
             },
             shape.limit,
-            if keeps_all {
-                "unbounded (its input retracts: every row is kept)".to_string()
-            } else {
-                format!("top {} per partition", shape.limit)
+            match (keeps_all, &window) {
+                (true, _) => "unbounded (its input retracts: every row is kept)".to_string(),
+                (false, None) => format!("top {} per partition", shape.limit),
+                (false, Some(_)) => format!(
+                    "top {} per partition until the watermark passes its window's end{}",
+                    shape.limit,
+                    if emit_on_close {
+                        " emit=on window close"
+                    } else {
+                        ""
+                    }
+                ),
             }
         );
         let spec = TopNSpec {
@@ -202,14 +213,52 @@ impl Planner<'_> {
             keeps_all,
             rank_column: shape.rank_column,
             schema: shape.schema,
+            window,
+            emit_on_close,
         };
         segment
             .nodes
             .push(StreamNode::TopN(TopNNode { spec, display }));
-        segment.updating = true;
+        segment.updating = !emit_on_close;
         segment.watermark = None;
         segment.window = None;
         Ok(())
+    }
+}
+
+impl Planner<'_> {
+    /// When a top-N's partitions are windows that a watermark ends: one of
+    /// its PARTITION BY columns is the `window_end` (or, of TUMBLE and HOP,
+    /// the `window_start`) of a watermarked window over append-only rows.
+    fn partition_window(
+        &self,
+        segment: &Segment,
+        shape: &TopNShape,
+    ) -> Result<Option<PartitionWindow>> {
+        let Some(window) = segment.window.as_ref().filter(|w| w.watermarked) else {
+            return Ok(None);
+        };
+        if segment.updating {
+            return Ok(None);
+        }
+        let fixed_start = matches!(window.spec.kind, WindowKind::Tumble | WindowKind::Hop);
+        for expr in shape.partition {
+            let Expr::Column(column) = strip_cast(expr) else {
+                continue;
+            };
+            let plus_ns = if window.end.as_ref() == Some(&column.name) {
+                0
+            } else if fixed_start && window.start.as_ref() == Some(&column.name) {
+                window.spec.size_ns
+            } else {
+                continue;
+            };
+            return Ok(Some(PartitionWindow {
+                column: self.physical(expr, shape.input)?,
+                plus_ns,
+            }));
+        }
+        Ok(None)
     }
 }
 

@@ -10,6 +10,7 @@ pub mod materialize;
 pub mod project;
 pub mod temporal_filter;
 pub mod top_n;
+pub mod top_n_windows;
 pub mod union;
 pub mod window;
 pub mod window_spec;

@@ -16,7 +16,7 @@
 use std::collections::{btree_map, BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, UInt64Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
@@ -26,6 +26,8 @@ use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
+use crate::stream::operators::top_n_windows::PartitionEnds;
+pub use crate::stream::operators::top_n_windows::PartitionWindow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankKind {
@@ -56,6 +58,11 @@ pub struct TopNSpec {
     pub rank_column: bool,
     /// The input's columns, then the rank (UInt64) if it is shown.
     pub schema: SchemaRef,
+    /// Partitions of a watermarked window: dropped when it ends.
+    pub window: Option<PartitionWindow>,
+    /// EMIT ON WINDOW CLOSE: a window's ranked rows are emitted once, when
+    /// the watermark passes its end (needs `window`).
+    pub emit_on_close: bool,
 }
 
 /// A partition's entry: its ORDER BY key and the whole row, row format.
@@ -72,6 +79,8 @@ pub struct TopNOperator {
     partitions: HashMap<Box<[u8]>, Partition>,
     /// Partitions changed since the last checkpoint.
     changed: HashSet<Box<[u8]>>,
+    /// When each partition's window ends (a windowed top-N).
+    ends: Option<PartitionEnds>,
 }
 
 /// A ranked row: its bytes and rank.
@@ -99,6 +108,7 @@ impl TopNOperator {
             .map(|field| SortField::new(field.data_type().clone()))
             .collect();
         Ok(TopNOperator {
+            ends: spec.window.clone().map(PartitionEnds::new),
             partition_converter: fields(partition_types)?,
             order_converter: fields(order_types)?,
             row_converter: fields(row_types)?,
@@ -222,7 +232,23 @@ impl Operator for TopNOperator {
         "TopN"
     }
 
-    fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
+    fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
+        let (chunk, row_ends) = match &self.ends {
+            Some(ends) => {
+                let row_ends = ends.row_ends(&chunk.rows)?;
+                let arrived_under = |row: usize| match &chunk.watermarks {
+                    Some(watermarks) if watermarks.is_valid(row) => Some(watermarks.value(row)),
+                    _ => context.watermark,
+                };
+                let on_time = PartitionEnds::on_time(&row_ends, arrived_under);
+                let row_ends = datafusion::arrow::compute::filter(&row_ends, &on_time)?;
+                (chunk.filter(&on_time)?, Some(row_ends))
+            }
+            None => (chunk, None),
+        };
+        if chunk.num_rows() == 0 {
+            return Ok(());
+        }
         let batch = &chunk.rows;
         let partitions = self.evaluate(&self.spec.partition, batch)?;
         let partitions = keys(&self.partition_converter, &partitions)?;
@@ -245,6 +271,16 @@ impl Operator for TopNOperator {
                 touched.len() - 1
             });
             touched[position].1.push(index);
+        }
+        if let (Some(ends), Some(row_ends)) = (self.ends.as_mut(), &row_ends) {
+            let row_ends = row_ends.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+            for (key, indices) in &touched {
+                if let Some(&first) = indices.first() {
+                    if row_ends.is_valid(first) {
+                        ends.note(key, row_ends.value(first));
+                    }
+                }
+            }
         }
         let mut emitted = Vec::new();
         for (key, indices) in touched {
@@ -282,7 +318,9 @@ impl Operator for TopNOperator {
                 before.iter_mut().for_each(|(_, rank)| *rank = 0);
                 after.iter_mut().for_each(|(_, rank)| *rank = 0);
             }
-            Self::changes(before, after, &mut emitted);
+            if !self.spec.emit_on_close {
+                Self::changes(before, after, &mut emitted);
+            }
             if partition.is_empty() {
                 self.partitions.remove(key);
             }
@@ -290,12 +328,31 @@ impl Operator for TopNOperator {
         self.emit(emitted, output)
     }
 
-    /// Watermarks stop here: the output's rows change as ranks move.
-    fn on_watermark(&mut self, _: i64, _: Context, _: &mut Output) -> Result<()> {
-        Ok(())
+    /// Watermarks stop here (the output's rows change as ranks move, or
+    /// under EMIT ON WINDOW CLOSE come at a window's end); a windowed
+    /// top-N drops the partitions whose window ended, emitting their
+    /// ranked rows first under EMIT ON WINDOW CLOSE.
+    fn on_watermark(&mut self, watermark: i64, _: Context, output: &mut Output) -> Result<()> {
+        let Some(ends) = self.ends.as_mut() else {
+            return Ok(());
+        };
+        let mut emitted = Vec::new();
+        for key in ends.ended(watermark) {
+            if let Some(partition) = self.partitions.remove(&key) {
+                if self.spec.emit_on_close {
+                    let ranked = self.ranked(&partition);
+                    emitted.extend(ranked.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
+                }
+            }
+            self.changed.insert(key);
+        }
+        self.emit(emitted, output)
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        if let Some(ends) = self.ends.as_mut() {
+            ends.checkpoint(state);
+        }
         for key in std::mem::take(&mut self.changed) {
             let name = [b"partition/".as_slice(), &key].concat();
             match self.partitions.get(&key) {
@@ -307,6 +364,9 @@ impl Operator for TopNOperator {
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
+        if let Some(ends) = self.ends.as_mut() {
+            ends.restore(state);
+        }
         for (name, value) in state.with_prefix(b"partition/") {
             let key = &name[b"partition/".len()..];
             self.partitions.insert(key.into(), decode_partition(value)?);

@@ -41,6 +41,8 @@ fn top_n(kind: RankKind, limit: u64, keeps_all: bool) -> TopNOperator {
         limit,
         keeps_all,
         rank_column: true,
+        window: None,
+        emit_on_close: false,
         schema: Arc::new(Schema::new(fields)),
     })
     .unwrap()
