@@ -130,7 +130,8 @@ mod tests {
     use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
-    fn policy(with: &str) -> Result<LatePolicy> {
+    /// The options of a view created `WITH` them.
+    fn options(with: &str) -> Result<ViewOptions> {
         let sql = format!("CREATE MATERIALIZED VIEW v {with} AS SELECT 1");
         let statement = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
             .unwrap()
@@ -138,21 +139,15 @@ mod tests {
         let Statement::CreateView(create) = statement else {
             panic!("not a view")
         };
-        view_options(&create.options).map(|options| options.late)
+        view_options(&create.options)
+    }
+
+    fn policy(with: &str) -> Result<LatePolicy> {
+        options(with).map(|options| options.late)
     }
 
     #[test]
     fn state_ttl_is_a_positive_interval() {
-        let options = |with: &str| {
-            let sql = format!("CREATE MATERIALIZED VIEW v {with} AS SELECT 1");
-            let statement = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
-                .unwrap()
-                .remove(0);
-            let Statement::CreateView(create) = statement else {
-                panic!("not a view")
-            };
-            view_options(&create.options)
-        };
         assert_eq!(
             options("WITH (state_ttl = '1 hour')").unwrap().state_ttl_ns,
             Some(3_600_000_000_000)

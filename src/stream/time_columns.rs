@@ -10,6 +10,14 @@ use datafusion::arrow::datatypes::{DataType, Int64Type, TimeUnit};
 
 use crate::error::{Result, WeirError};
 
+/// The wall clock (UTC, as `now()`), in nanoseconds since 1970: the
+/// processing time of join TTLs and temporal filters.
+pub fn wall_clock_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos().min(i64::MAX as u128) as i64)
+}
+
 /// A timestamp column as nanoseconds since the epoch.
 pub fn nanoseconds(column: &ArrayRef) -> Result<Int64Array> {
     let DataType::Timestamp(_, zone) = column.data_type() else {

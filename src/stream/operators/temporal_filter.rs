@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, Int64Array};
-use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
+use datafusion::arrow::array::Int64Array;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
@@ -22,6 +22,7 @@ use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
+use crate::stream::time_columns::{nanoseconds, wall_clock_ns};
 
 /// One condition `time OP now() + offset_ns` on a row.
 #[derive(Debug, Clone)]
@@ -89,13 +90,6 @@ pub struct TemporalFilterOperator {
     held_back: Vec<Message>,
     bytes: usize,
     clock: fn() -> i64,
-}
-
-/// The wall clock, in nanoseconds since 1970 (UTC, as now() is).
-fn wall_clock_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos().min(i64::MAX as u128) as i64)
 }
 
 const ROW_OVERHEAD_BYTES: usize = 80;
@@ -237,19 +231,6 @@ impl TemporalFilterOperator {
         }));
         Ok(())
     }
-}
-
-/// A timestamp (or integer) column as nanoseconds.
-fn nanoseconds(column: &Arc<dyn Array>) -> Result<Int64Array> {
-    let column = match column.data_type() {
-        DataType::Timestamp(_, zone) => datafusion::arrow::compute::cast(
-            column,
-            &DataType::Timestamp(TimeUnit::Nanosecond, zone.clone()),
-        )?,
-        _ => Arc::clone(column),
-    };
-    let column = datafusion::arrow::compute::cast(&column, &DataType::Int64)?;
-    Ok(column.as_primitive::<Int64Type>().clone())
 }
 
 impl Operator for TemporalFilterOperator {

@@ -1,7 +1,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use datafusion::arrow::array::TimestampNanosecondArray;
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::array::{AsArray, TimestampNanosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::physical_expr::expressions::col;
 
 use super::*;

@@ -34,6 +34,7 @@ use crate::stream::alignment::BarrierAlign;
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::Output;
+use crate::stream::time_columns::wall_clock_ns;
 pub use side::Expiry;
 use side::JoinSide;
 
@@ -117,13 +118,6 @@ pub struct JoinOperator {
     /// The processing-time clock TTLs count by (nanoseconds since 1970).
     clock: fn() -> i64,
     lookup: bool,
-}
-
-/// The wall clock, in nanoseconds since 1970.
-fn wall_clock_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos().min(i64::MAX as u128) as i64)
 }
 
 impl JoinOperator {
