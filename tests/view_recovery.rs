@@ -1,6 +1,9 @@
 //! Materialized views come back after SIGKILL with their rows, and keep
 //! going from there exactly as a server that never crashed — also when
-//! killed at random points, mid-statement, ten times over.
+//! killed at random points, mid-statement, ten times over. Besides every
+//! window kind × emit mode × late policy: window top-N (on update and on
+//! window close), ordered aggregates, and a temporal filter (whose bound
+//! is years away, so its held rows must come back).
 
 mod common;
 
@@ -31,6 +34,20 @@ CREATE MATERIALIZED VIEW kept WITH (late_data = 'side_output') AS
   SELECT window_start, window_end, COUNT(*) AS n
   FROM CUMULATE(clicks, at, INTERVAL '5' SECOND, INTERVAL '20' SECOND) GROUP BY window_start, window_end;
 CREATE MATERIALIZED VIEW late_pages AS SELECT page, COUNT(*) AS misses FROM kept_late GROUP BY page;
+CREATE MATERIALIZED VIEW top_users AS
+  SELECT * FROM (SELECT window_end, user_id, seq,
+                        ROW_NUMBER() OVER (PARTITION BY window_end ORDER BY seq DESC, user_id) AS rn
+                 FROM TUMBLE(clicks, at, INTERVAL '10' SECOND)) ranked WHERE rn <= 2;
+CREATE MATERIALIZED VIEW final_top_users AS
+  SELECT * FROM (SELECT window_start, user_id, seq,
+                        RANK() OVER (PARTITION BY window_start ORDER BY seq DESC, user_id) AS r
+                 FROM TUMBLE(clicks, at, INTERVAL '10' SECOND)) ranked WHERE r <= 2 EMIT ON WINDOW CLOSE;
+CREATE MATERIALIZED VIEW paths AS
+  SELECT user_id, string_agg(page, ',' ORDER BY seq, page) AS pages,
+         array_agg(seq ORDER BY seq DESC) AS seqs, first_value(page ORDER BY at, seq) AS first_page
+  FROM clicks GROUP BY user_id;
+CREATE MATERIALIZED VIEW this_decade AS
+  SELECT page, COUNT(*) AS n FROM clicks WHERE at > now() - INTERVAL '3650' DAY GROUP BY page;
 ";
 
 const VIEWS: &[&str] = &[
@@ -43,6 +60,10 @@ const VIEWS: &[&str] = &[
     "kept",
     "kept_late",
     "late_pages",
+    "top_users",
+    "final_top_users",
+    "paths",
+    "this_decade",
 ];
 
 /// Every window kind × emit mode × late data policy, each a view of its
