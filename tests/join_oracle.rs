@@ -122,6 +122,15 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT name, COUNT(DISTINCT id) AS ids, MIN(amount) AS least FROM left_join GROUP BY name",
     ),
     (
+        "above_customer_average",
+        "SELECT id, amount FROM orders o \
+         WHERE amount > (SELECT AVG(amount) FROM orders i WHERE i.customer_id = o.customer_id)",
+    ),
+    (
+        "at_most_amount",
+        "SELECT id, amount FROM orders WHERE amount >= (SELECT MAX(amount) FROM orders)",
+    ),
+    (
         "ordered_names",
         "SELECT name, string_agg(amount::text, ';' ORDER BY amount DESC) AS amounts, \
          array_agg(id ORDER BY id, amount) AS ids, last_value(amount ORDER BY amount) AS most \
@@ -207,7 +216,7 @@ async fn run_seed(client: &Client, seed: u64) {
         client
             .batch_execute(&sql)
             .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
     }
     check_views(client, &format!("seed {seed}, backfill")).await;
     for step in 0..STATEMENTS {

@@ -17,6 +17,7 @@ use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{Expr, ExprSchemable, Join, JoinType, LogicalPlan};
 use datafusion::optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery;
 use datafusion::optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
+use datafusion::optimizer::scalar_subquery_to_join::ScalarSubqueryToJoin;
 use datafusion::optimizer::{OptimizerContext, OptimizerRule};
 
 use super::errors::{shown, unsupported};
@@ -87,8 +88,22 @@ impl Planner<'_> {
     /// A WHERE with `IN` / `EXISTS` subqueries, as DataFusion's rule turns
     /// them into semi and anti joins; what it cannot turn is refused.
     pub(super) fn decorrelated(&mut self, filter: &LogicalPlan) -> Result<Segment> {
-        let rewritten = DecorrelatePredicateSubquery::new()
-            .rewrite(filter.clone(), &OptimizerContext::new())?;
+        let context = OptimizerContext::new();
+        let rewritten = DecorrelatePredicateSubquery::new().rewrite(filter.clone(), &context)?;
+        // Scalar subqueries (`amount > (SELECT AVG(amount) FROM …)`) become
+        // a left join with the subquery's aggregate, DataFusion's rule too.
+        let rewritten = match rewritten.transformed {
+            true => rewritten,
+            false => {
+                // Uncorrelated ones too (a batch query runs those apart).
+                let mut options = datafusion::config::ConfigOptions::new();
+                options
+                    .optimizer
+                    .enable_physical_uncorrelated_scalar_subquery = false;
+                let context = OptimizerContext::new_with_config_options(Arc::new(options));
+                ScalarSubqueryToJoin::new().rewrite(filter.clone(), &context)?
+            }
+        };
         if !rewritten.transformed {
             return Err(unsupported(
                 "a subquery that cannot be turned into a join",
@@ -114,6 +129,13 @@ impl Planner<'_> {
         }
         let join = equijoin_keys(join)?;
         let (pushed, residual) = split_condition(&join, kind);
+        // An uncorrelated scalar subquery's left join is ON true.
+        let residual = residual.filter(|condition| {
+            !matches!(
+                condition,
+                Expr::Literal(datafusion::common::ScalarValue::Boolean(Some(true)), _)
+            )
+        });
         if residual.is_some() && kind != JoinKind::Inner {
             return Err(unsupported(
                 "an outer, semi or anti join (or a correlated subquery) whose condition compares the inputs other than by equality",
