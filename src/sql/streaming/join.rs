@@ -176,14 +176,7 @@ impl Planner<'_> {
             true => [None, None],
             false => self.join_ttl(kind, &inputs),
         };
-        let mut node = self.join_node(&join, kind, residual, bounds, ttl)?;
-        if lookup {
-            node.lookup = true;
-            node.display = node.display.replace(
-                " state=unbounded",
-                " lookup state=right rows (the table as it is now), no left rows",
-            );
-        }
+        let node = self.join_node(&join, kind, residual, bounds, ttl, lookup)?;
         let right = inputs.pop().expect("two inputs");
         let left = inputs.pop().expect("two inputs");
         Ok(Segment::joined(left, right, node))
@@ -252,6 +245,7 @@ impl Planner<'_> {
         residual: Option<Expr>,
         bounds: [Option<SideBound>; 2],
         ttl: [Option<i64>; 2],
+        lookup: bool,
     ) -> Result<JoinNode> {
         let (left, right) = (join.left.as_ref(), join.right.as_ref());
         let mut left_keys = Vec::new();
@@ -288,17 +282,19 @@ impl Planner<'_> {
             }
         };
         let state = match (&bounds, &ttl) {
+            _ if lookup => "right rows (the table as it is now), no left rows".to_string(),
             ([None, None], [None, None]) => "unbounded".to_string(),
             _ => format!("left rows {}, right rows {}", side(0), side(1)),
         };
         let display = format!(
-            "Join: type={} on=[{}]{} state={state}",
+            "Join: type={} on=[{}]{}{} state={state}",
             kind.name(),
             shown_keys.join(", "),
             residual
                 .as_ref()
                 .map(|condition| format!(" filter={}", shown(condition)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if lookup { " lookup" } else { "" }
         );
         Ok(JoinNode {
             kind,
@@ -312,7 +308,7 @@ impl Planner<'_> {
             schema: Arc::new(join.schema.as_arrow().clone()),
             expiry: bounds.map(|bound| bound.map(|bound| bound.expiry)),
             ttl_ns: ttl,
-            lookup: false,
+            lookup,
             display,
         })
     }
