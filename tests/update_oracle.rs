@@ -7,7 +7,8 @@
 //!   changed by the same statement's meaning, written here independently);
 //! - each materialized view equals its query run as a batch by DataFusion
 //!   over the tables: aggregates, joins of every kind, top-N, DISTINCT,
-//!   EXISTS, filters, and a view over a view.
+//!   EXISTS, OVER windows (lag, lead, frames, running totals), filters,
+//!   and a view over a view.
 //!
 //! `UPDATE_ORACLE_SEEDS=7` (or `UPDATE_ORACLE_SEEDS=0..40`) picks the seeds.
 
@@ -71,6 +72,19 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT owner, string_agg(id::text, ',' ORDER BY balance DESC NULLS LAST, id) AS ids, \
          array_agg(balance ORDER BY id) AS balances, first_value(id ORDER BY balance, id) AS poorest, \
          last_value(balance ORDER BY id) AS newest FROM accounts GROUP BY owner",
+    ),
+    (
+        "neighbours",
+        "SELECT id, owner, balance, lag(balance) OVER (PARTITION BY owner ORDER BY id) AS previous, \
+         lead(id, 2) OVER (PARTITION BY owner ORDER BY id) AS after_next, \
+         SUM(balance) OVER (PARTITION BY owner ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS around \
+         FROM accounts",
+    ),
+    (
+        "running",
+        "SELECT id, SUM(balance) OVER (ORDER BY id) AS running, \
+         ROW_NUMBER() OVER (ORDER BY balance DESC NULLS LAST, id) AS place, \
+         COUNT(*) OVER (PARTITION BY owner) AS owner_accounts FROM accounts",
     ),
     (
         "owner_sizes",

@@ -2,8 +2,9 @@
 //! going from there exactly as a server that never crashed — also when
 //! killed at random points, mid-statement, ten times over. Besides every
 //! window kind × emit mode × late policy: window top-N (on update and on
-//! window close), ordered aggregates, and a temporal filter (whose bound
-//! is years away, so its held rows must come back).
+//! window close), ordered aggregates, a temporal filter (whose bound is
+//! years away, so its held rows must come back), and OVER windows (lag, a
+//! ROWS frame, a row number).
 
 mod common;
 
@@ -48,6 +49,11 @@ CREATE MATERIALIZED VIEW paths AS
   FROM clicks GROUP BY user_id;
 CREATE MATERIALIZED VIEW this_decade AS
   SELECT page, COUNT(*) AS n FROM clicks WHERE at > now() - INTERVAL '3650' DAY GROUP BY page;
+CREATE MATERIALIZED VIEW neighbours AS
+  SELECT seq, user_id, lag(page) OVER (PARTITION BY user_id ORDER BY seq) AS previous_page,
+         COUNT(*) OVER (PARTITION BY user_id ORDER BY seq ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS recent,
+         ROW_NUMBER() OVER (PARTITION BY page ORDER BY seq, user_id) AS visit
+  FROM clicks;
 ";
 
 const VIEWS: &[&str] = &[
@@ -64,6 +70,7 @@ const VIEWS: &[&str] = &[
     "final_top_users",
     "paths",
     "this_decade",
+    "neighbours",
 ];
 
 /// Every window kind × emit mode × late data policy, each a view of its

@@ -58,10 +58,6 @@ pub(super) fn refused(plan: &LogicalPlan) -> WeirError {
         LogicalPlan::Limit(_) | LogicalPlan::Sort(_) => {
             ("LIMIT / OFFSET", "Apply LIMIT when querying the view.")
         }
-        LogicalPlan::Window(_) => (
-            "a window function (OVER ...)",
-            "Use TUMBLE or HOP windows with GROUP BY.",
-        ),
         LogicalPlan::Values(_) | LogicalPlan::EmptyRelation(_) => (
             "a query that reads no table",
             "A materialized view reads a table or another materialized view.",

@@ -11,6 +11,7 @@ mod join;
 mod join_bounds;
 mod junction;
 pub mod nodes;
+mod over_window;
 mod temporal_filter;
 mod top_n;
 mod union;
@@ -37,6 +38,7 @@ use errors::{has_subquery, no_watermark, refused, shown, unsupported};
 pub use join::JoinNode;
 pub use junction::JunctionNode;
 use nodes::{EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
+pub use over_window::OverWindowNode;
 pub use top_n::TopNNode;
 pub use union::{Branch, UnionNode};
 use window_function::WindowTable;
@@ -313,7 +315,8 @@ impl Planner<'_> {
             LogicalPlan::Distinct(Distinct::All(input)) => self.distinct(input),
             LogicalPlan::Union(union) => self.union(union),
             LogicalPlan::Join(join) => self.join(join),
-            LogicalPlan::Window(window) => self.ranking(window),
+            LogicalPlan::Window(window) if self.is_top_n(window) => self.ranking(window),
+            LogicalPlan::Window(window) => self.over_window(window),
             other => Err(refused(other)),
         }
     }

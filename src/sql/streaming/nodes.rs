@@ -7,7 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::TopNNode;
+use super::{OverWindowNode, TopNNode};
 use crate::error::Result;
 use crate::stream::operators::aggregate::calls::AggregateCall;
 use crate::stream::operators::aggregate::late::SideOutputShape;
@@ -15,7 +15,7 @@ use crate::stream::operators::aggregate::session_aggregate::SessionColumns;
 use crate::stream::operators::aggregate::{LateHandling, WindowGroup};
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
-    AggregateOperator, EmitOnCloseOperator, FilterOperator, ProjectOperator,
+    AggregateOperator, EmitOnCloseOperator, FilterOperator, OverWindowOperator, ProjectOperator,
     SessionAggregateOperator, TemporalFilterOperator, TopNOperator, WindowAggregateOperator,
     WindowOperator,
 };
@@ -30,6 +30,7 @@ pub enum StreamNode {
     Aggregate(AggregateNode),
     SessionAggregate(SessionAggregateNode),
     TopN(TopNNode),
+    OverWindow(OverWindowNode),
 }
 
 pub struct EmitOnCloseNode {
@@ -121,6 +122,7 @@ impl StreamNode {
                 Box::new(TemporalFilterOperator::new(node.schema, node.bounds)?)
             }
             StreamNode::TopN(node) => Box::new(TopNOperator::new(node.spec)?),
+            StreamNode::OverWindow(node) => Box::new(OverWindowOperator::new(node.spec)?),
             StreamNode::Window(node) => Box::new(WindowOperator::new(
                 node.spec,
                 node.time_column,
@@ -188,6 +190,7 @@ impl StreamNode {
                 node.watermark.as_deref().unwrap_or("never (no watermark)")
             ),
             StreamNode::TopN(node) => node.describe(),
+            StreamNode::OverWindow(node) => node.describe(),
             StreamNode::Aggregate(node) => {
                 let mut line = format!(
                     "{}: group=[{}] aggregates=[{}] emit={}",

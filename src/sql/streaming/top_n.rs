@@ -4,8 +4,8 @@
 //! `rn = 1`; the WHERE stays in the plan, true for every row the node
 //! emits); `ORDER BY … LIMIT n` (the top n overall, no rank column); and
 //! `DISTINCT ON (keys) … ORDER BY …` (the first row per key). A ranking
-//! without a bound would rerank a whole partition on every row, and other
-//! window functions are not incremental yet: both are refused.
+//! without a bound, several in one OVER, and other window functions are
+//! OVER windows (over_window.rs).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,6 +56,20 @@ impl Planner<'_> {
                 *noted = (*noted).min(limit);
             }
         }
+    }
+
+    /// Whether `window` is one ranking function a WHERE above bounds.
+    pub(super) fn is_top_n(&self, window: &Window) -> bool {
+        let [expr] = window.window_expr.as_slice() else {
+            return false;
+        };
+        let Expr::WindowFunction(function) = strip_alias(expr) else {
+            return false;
+        };
+        matches!(function.fun.name(), "row_number" | "rank" | "dense_rank")
+            && self
+                .rank_limits
+                .contains_key(&expr.schema_name().to_string())
     }
 
     pub(super) fn ranking(&mut self, window: &Window) -> Result<Segment> {

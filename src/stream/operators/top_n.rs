@@ -13,19 +13,22 @@
 //! over an updating input every row is kept, as a retraction lets the
 //! next one in (the state grows with the input).
 
-use std::collections::{btree_map, BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::{RowConverter, Rows, SortField};
+use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
-use crate::error::{Result, WeirError};
+use crate::error::Result;
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
+use crate::stream::operators::ordered_partition::{
+    self, apply, decode, encode, key_of, keys, touched, Entry, Partition,
+};
 use crate::stream::operators::top_n_windows::PartitionEnds;
 pub use crate::stream::operators::top_n_windows::PartitionWindow;
 
@@ -64,12 +67,6 @@ pub struct TopNSpec {
     /// the watermark passes its end (needs `window`).
     pub emit_on_close: bool,
 }
-
-/// A partition's entry: its ORDER BY key and the whole row, row format.
-type Entry = (Box<[u8]>, Box<[u8]>);
-
-/// A partition's rows, in rank order, with their multiplicities.
-type Partition = BTreeMap<Entry, i64>;
 
 pub struct TopNOperator {
     spec: TopNSpec,
@@ -261,17 +258,7 @@ impl Operator for TopNOperator {
         let order = self.evaluate(&order_exprs, batch)?;
         let order = keys(&self.order_converter, &order)?;
         let rows = self.row_converter.convert_columns(batch.columns())?;
-        // Each touched partition's rows of the batch, in first-seen order.
-        let mut touched: Vec<(&[u8], Vec<usize>)> = Vec::new();
-        let mut positions: HashMap<&[u8], usize> = HashMap::new();
-        for index in 0..chunk.num_rows() {
-            let key = key_of(&partitions, index);
-            let position = *positions.entry(key).or_insert_with(|| {
-                touched.push((key, Vec::new()));
-                touched.len() - 1
-            });
-            touched[position].1.push(index);
-        }
+        let touched = touched(&partitions, chunk.num_rows());
         if let (Some(ends), Some(row_ends)) = (self.ends.as_mut(), &row_ends) {
             let row_ends = row_ends.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
             for (key, indices) in &touched {
@@ -295,17 +282,7 @@ impl Operator for TopNOperator {
             let partition = self.partitions.entry(key.into()).or_default();
             for index in indices {
                 let entry: Entry = (key_of(&order, index).into(), rows.row(index).data().into());
-                match partition.entry(entry) {
-                    btree_map::Entry::Occupied(mut count) => {
-                        *count.get_mut() += chunk.diff(index);
-                        if *count.get() == 0 {
-                            count.remove();
-                        }
-                    }
-                    btree_map::Entry::Vacant(slot) => {
-                        slot.insert(chunk.diff(index));
-                    }
-                }
+                apply(partition, entry, chunk.diff(index));
             }
             if !self.spec.keeps_all {
                 self.prune(key);
@@ -356,7 +333,7 @@ impl Operator for TopNOperator {
         for key in std::mem::take(&mut self.changed) {
             let name = [b"partition/".as_slice(), &key].concat();
             match self.partitions.get(&key) {
-                Some(partition) => state.put(&name, encode_partition(partition)),
+                Some(partition) => state.put(&name, encode(partition)),
                 None => state.delete(&name),
             }
         }
@@ -369,7 +346,7 @@ impl Operator for TopNOperator {
         }
         for (name, value) in state.with_prefix(b"partition/") {
             let key = &name[b"partition/".len()..];
-            self.partitions.insert(key.into(), decode_partition(value)?);
+            self.partitions.insert(key.into(), decode(value, "TopN")?);
         }
         Ok(())
     }
@@ -378,85 +355,11 @@ impl Operator for TopNOperator {
         self.partitions
             .iter()
             .map(|(key, partition)| {
-                let rows: usize = partition
-                    .keys()
-                    .map(|(order, row)| order.len() + row.len() + ENTRY_OVERHEAD_BYTES)
-                    .sum();
-                key.len() + rows + ENTRY_OVERHEAD_BYTES
+                key.len()
+                    + ordered_partition::memory_bytes(partition)
+                    + ordered_partition::ENTRY_OVERHEAD_BYTES
             })
             .sum()
-    }
-}
-
-/// The arrays' rows in row format; None without arrays (no PARTITION BY
-/// or ORDER BY: every row has the empty key).
-fn keys(converter: &RowConverter, arrays: &[ArrayRef]) -> Result<Option<Rows>> {
-    if arrays.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(converter.convert_columns(arrays)?))
-}
-
-fn key_of(keys: &Option<Rows>, index: usize) -> &[u8] {
-    keys.as_ref().map_or(&[], |keys| keys.row(index).data())
-}
-
-/// A map entry's share of memory beyond its bytes, for the gauge.
-const ENTRY_OVERHEAD_BYTES: usize = 64;
-
-/// A partition as stored: per entry, the key's and row's lengths (u32) and
-/// bytes, then the multiplicity (i64), all little-endian.
-fn encode_partition(partition: &Partition) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for ((order, row), count) in partition {
-        for part in [order, row] {
-            bytes.extend_from_slice(&(part.len() as u32).to_le_bytes());
-            bytes.extend_from_slice(part);
-        }
-        bytes.extend_from_slice(&count.to_le_bytes());
-    }
-    bytes
-}
-
-fn decode_partition(bytes: &[u8]) -> Result<Partition> {
-    let mut reader = Reader { bytes, at: 0 };
-    let mut partition = Partition::new();
-    while reader.at < bytes.len() {
-        let order = reader.part()?.into();
-        let row = reader.part()?.into();
-        let count = i64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
-        partition.insert((order, row), count);
-    }
-    Ok(partition)
-}
-
-/// Reads a stored partition, refusing one that ends early.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, length: usize) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(length)
-            .filter(|end| *end <= self.bytes.len());
-        let end = end.ok_or_else(|| {
-            WeirError::new(
-                crate::error::sqlstate::DATA_CORRUPTED,
-                "a top-N operator's checkpointed partition is damaged",
-            )
-        })?;
-        let part = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(part)
-    }
-
-    /// A length (u32) and that many bytes.
-    fn part(&mut self) -> Result<&'a [u8]> {
-        let length = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
-        self.take(length as usize)
     }
 }
 

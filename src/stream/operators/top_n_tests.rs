@@ -213,7 +213,7 @@ fn the_partitions_survive_a_checkpoint() {
     ]);
     assert_eq!(view, expected);
     assert!(
-        decode_partition(&[1, 0, 0]).is_err(),
+        decode(&[1, 0, 0], "TopN").is_err(),
         "a damaged partition is refused"
     );
 }

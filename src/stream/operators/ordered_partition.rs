@@ -1,0 +1,171 @@
+//! A partition's rows in ORDER BY order with their multiplicities, shared by
+//! the operators that rank or frame rows (top-N, OVER windows). An entry is
+//! the row's ORDER BY key and then the whole row, both in Arrow's row
+//! format: the key sorts as the ORDER BY does (ASC/DESC, NULLS FIRST/LAST)
+//! and the row breaks ties, so rows with equal keys have one fixed order.
+
+use std::collections::{btree_map, BTreeMap};
+
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::row::{RowConverter, Rows};
+
+use crate::error::{sqlstate, Result, WeirError};
+
+/// A partition's entry: its ORDER BY key and the whole row, row format.
+pub type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// A partition's rows, in order, with their multiplicities.
+pub type Partition = BTreeMap<Entry, i64>;
+
+/// Adds `diff` copies of `entry` (negative: takes them away).
+pub fn apply(partition: &mut Partition, entry: Entry, diff: i64) {
+    match partition.entry(entry) {
+        btree_map::Entry::Occupied(mut count) => {
+            *count.get_mut() += diff;
+            if *count.get() == 0 {
+                count.remove();
+            }
+        }
+        btree_map::Entry::Vacant(slot) => {
+            if diff != 0 {
+                slot.insert(diff);
+            }
+        }
+    }
+}
+
+/// The arrays' rows in row format; None without arrays (no PARTITION BY
+/// or ORDER BY: every row has the empty key).
+pub fn keys(converter: &RowConverter, arrays: &[ArrayRef]) -> Result<Option<Rows>> {
+    if arrays.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(converter.convert_columns(arrays)?))
+}
+
+pub fn key_of(keys: &Option<Rows>, index: usize) -> &[u8] {
+    keys.as_ref().map_or(&[], |keys| keys.row(index).data())
+}
+
+/// Each partition a batch touches with the indices of its rows, in the
+/// order partitions are first seen.
+pub fn touched(partitions: &Option<Rows>, rows: usize) -> Vec<(&[u8], Vec<usize>)> {
+    let mut touched: Vec<(&[u8], Vec<usize>)> = Vec::new();
+    let mut positions: std::collections::HashMap<&[u8], usize> = Default::default();
+    for index in 0..rows {
+        let key = key_of(partitions, index);
+        let position = *positions.entry(key).or_insert_with(|| {
+            touched.push((key, Vec::new()));
+            touched.len() - 1
+        });
+        touched[position].1.push(index);
+    }
+    touched
+}
+
+/// A map entry's share of memory beyond its bytes, for the gauge.
+pub const ENTRY_OVERHEAD_BYTES: usize = 64;
+
+/// What a partition's entries take in memory (the gauge's estimate).
+pub fn memory_bytes(partition: &Partition) -> usize {
+    partition
+        .keys()
+        .map(|(order, row)| order.len() + row.len() + ENTRY_OVERHEAD_BYTES)
+        .sum()
+}
+
+/// A partition as stored: per entry, the key's and row's lengths (u32) and
+/// bytes, then the multiplicity (i64), all little-endian.
+pub fn encode(partition: &Partition) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for ((order, row), count) in partition {
+        for part in [order, row] {
+            bytes.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(part);
+        }
+        bytes.extend_from_slice(&count.to_le_bytes());
+    }
+    bytes
+}
+
+/// Reads a stored partition of `operator`, refusing one that ends early.
+pub fn decode(bytes: &[u8], operator: &str) -> Result<Partition> {
+    let mut reader = Reader {
+        bytes,
+        at: 0,
+        operator,
+    };
+    let mut partition = Partition::new();
+    while reader.at < bytes.len() {
+        let order = reader.part()?.into();
+        let row = reader.part()?.into();
+        let count = i64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+        partition.insert((order, row), count);
+    }
+    Ok(partition)
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    operator: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, length: usize) -> Result<&'a [u8]> {
+        let end = self
+            .at
+            .checked_add(length)
+            .filter(|end| *end <= self.bytes.len());
+        let end = end.ok_or_else(|| {
+            WeirError::new(
+                sqlstate::DATA_CORRUPTED,
+                format!(
+                    "a {} operator's checkpointed partition is damaged",
+                    self.operator
+                ),
+            )
+        })?;
+        let part = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(part)
+    }
+
+    /// A length (u32) and that many bytes.
+    fn part(&mut self) -> Result<&'a [u8]> {
+        let length = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
+        self.take(length as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(order: &[u8], row: &[u8]) -> Entry {
+        (order.into(), row.into())
+    }
+
+    #[test]
+    fn apply_adds_and_removes_copies() {
+        let mut partition = Partition::new();
+        apply(&mut partition, entry(b"a", b"1"), 2);
+        apply(&mut partition, entry(b"a", b"1"), -1);
+        assert_eq!(partition[&entry(b"a", b"1")], 1);
+        apply(&mut partition, entry(b"a", b"1"), -1);
+        apply(&mut partition, entry(b"b", b"2"), 0);
+        assert!(partition.is_empty());
+    }
+
+    #[test]
+    fn a_partition_round_trips_and_a_damaged_one_is_refused() {
+        let mut partition = Partition::new();
+        apply(&mut partition, entry(b"k", b"row"), 3);
+        apply(&mut partition, entry(b"", b"other"), -1);
+        let bytes = encode(&partition);
+        assert_eq!(decode(&bytes, "test").unwrap(), partition);
+        let error = decode(&bytes[..bytes.len() - 1], "OverWindow").unwrap_err();
+        assert!(error.to_string().contains("OverWindow"), "{error}");
+        assert!(decode(&[1, 0, 0], "test").is_err());
+    }
+}
