@@ -10,7 +10,9 @@
 //! subqueries (semi and anti joins), DISTINCT / UNION and
 //! top-N (RANK, DENSE_RANK — ties make ROW_NUMBER's choice arbitrary —,
 //! ORDER BY … LIMIT and DISTINCT ON with total orders) over appended and
-//! retracting rows.
+//! retracting rows, and trees of joins and unions (a three-way join, an
+//! outer join of an outer join, a UNION ALL of a join, a join of a UNION
+//! ALL).
 //!
 //! `JOIN_ORACLE_SEEDS=7` (or `JOIN_ORACLE_SEEDS=0..40`) picks the seeds.
 
@@ -129,6 +131,26 @@ const VIEWS: &[(&str, &str)] = &[
     (
         "at_most_amount",
         "SELECT id, amount FROM orders WHERE amount >= (SELECT MAX(amount) FROM orders)",
+    ),
+    (
+        "three_way",
+        "SELECT o.id, c.name, o2.id AS same_amount FROM orders o JOIN customers c ON c.id = o.customer_id \
+         JOIN orders o2 ON o2.customer_id = c.id AND o2.amount = o.amount",
+    ),
+    (
+        "nested_outer",
+        "SELECT c.name, o.id, c2.id AS namesake FROM customers c LEFT JOIN orders o ON c.id = o.customer_id \
+         FULL JOIN customers c2 ON c2.name = c.name",
+    ),
+    (
+        "union_of_joins",
+        "SELECT o.id, c.name FROM orders o JOIN customers c ON c.id = o.customer_id \
+         UNION ALL SELECT id, 'none' FROM orders WHERE customer_id IS NULL",
+    ),
+    (
+        "join_of_union",
+        "SELECT u.key, c.name FROM (SELECT customer_id AS key FROM orders UNION ALL SELECT id FROM customers) u \
+         JOIN customers c ON c.id = u.key",
     ),
     (
         "ordered_names",

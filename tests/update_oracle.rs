@@ -7,8 +7,8 @@
 //!   changed by the same statement's meaning, written here independently);
 //! - each materialized view equals its query run as a batch by DataFusion
 //!   over the tables: aggregates, joins of every kind, top-N, DISTINCT,
-//!   EXISTS, OVER windows (lag, lead, frames, running totals), filters,
-//!   and a view over a view.
+//!   EXISTS, OVER windows (lag, lead, frames, running totals), a join of
+//!   a join, filters, and a view over a view.
 //!
 //! `UPDATE_ORACLE_SEEDS=7` (or `UPDATE_ORACLE_SEEDS=0..40`) picks the seeds.
 
@@ -85,6 +85,11 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT id, SUM(balance) OVER (ORDER BY id) AS running, \
          ROW_NUMBER() OVER (ORDER BY balance DESC NULLS LAST, id) AS place, \
          COUNT(*) OVER (PARTITION BY owner) AS owner_accounts FROM accounts",
+    ),
+    (
+        "same_balance",
+        "SELECT a.id, o.region, b.id AS twin FROM accounts a JOIN owners o ON a.owner = o.id \
+         LEFT JOIN accounts b ON b.balance = a.balance",
     ),
     (
         "owner_sizes",

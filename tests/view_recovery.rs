@@ -3,8 +3,8 @@
 //! killed at random points, mid-statement, ten times over. Besides every
 //! window kind × emit mode × late policy: window top-N (on update and on
 //! window close), ordered aggregates, a temporal filter (whose bound is
-//! years away, so its held rows must come back), and OVER windows (lag, a
-//! ROWS frame, a row number).
+//! years away, so its held rows must come back), OVER windows (lag, a
+//! ROWS frame, a row number), and a join of a join.
 
 mod common;
 
@@ -54,6 +54,10 @@ CREATE MATERIALIZED VIEW neighbours AS
          COUNT(*) OVER (PARTITION BY user_id ORDER BY seq ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS recent,
          ROW_NUMBER() OVER (PARTITION BY page ORDER BY seq, user_id) AS visit
   FROM clicks;
+CREATE MATERIALIZED VIEW next_clicks AS
+  SELECT a.seq, b.seq AS next_seq, c.last_seen
+  FROM clicks a JOIN clicks b ON b.user_id = a.user_id AND b.seq = a.seq + 1
+  JOIN per_page c ON c.page = b.page;
 ";
 
 const VIEWS: &[&str] = &[
@@ -71,6 +75,7 @@ const VIEWS: &[&str] = &[
     "paths",
     "this_decade",
     "neighbours",
+    "next_clicks",
 ];
 
 /// Every window kind × emit mode × late data policy, each a view of its

@@ -17,8 +17,7 @@ use crate::connectors::table::{CommitGate, DurableTable, History};
 use crate::connectors::view_result::{RowLayout, ViewResult};
 use crate::engine::relations::{Relations, ViewResults};
 use crate::error::{Result, WeirError};
-use crate::sql::streaming::nodes::StreamNode;
-use crate::sql::streaming::{self, JunctionNode, Sources, StreamInfo, StreamPlan};
+use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
@@ -423,18 +422,7 @@ fn row_layout(plan: &StreamPlan) -> RowLayout {
 
 fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Result<ViewPipeline> {
     let late_rows = LateRows::new(results.rows.late_rows.clone(), results.late.is_some());
-    let operators = |nodes: Vec<StreamNode>| {
-        nodes
-            .into_iter()
-            .map(|node| node.operator(&late_rows))
-            .collect::<Result<Vec<_>>>()
-    };
-    let mut branches = Vec::new();
-    for branch in plan.branches {
-        branches.push(Branch::new(branch.input, operators(branch.nodes)?));
-    }
-    let junction = plan.junction.map(JunctionNode::operator).transpose()?;
-    let tail = operators(plan.nodes)?;
+    let root = branch(plan.root, &late_rows)?;
     let late = results
         .late
         .clone()
@@ -442,12 +430,30 @@ fn pipeline(id: u64, name: &str, plan: StreamPlan, results: &ViewResults) -> Res
     Ok(ViewPipeline::new(
         id,
         name,
-        branches,
-        junction,
-        tail,
+        root,
         results.rows.clone(),
         late,
     ))
+}
+
+/// The running operators of a planned branch (and of the branches
+/// meeting where it starts).
+fn branch(planned: streaming::Branch, late_rows: &LateRows) -> Result<Branch> {
+    let operators = planned
+        .nodes
+        .into_iter()
+        .map(|node| node.operator(late_rows))
+        .collect::<Result<Vec<_>>>()?;
+    let Some(meeting) = planned.meeting else {
+        return Ok(Branch::new(planned.input, operators));
+    };
+    let branches = meeting
+        .branches
+        .into_iter()
+        .map(|inner| branch(inner, late_rows))
+        .collect::<Result<Vec<_>>>()?;
+    let junction = meeting.junction.operator()?;
+    Ok(Branch::meeting(branches, junction, operators))
 }
 
 /// A materialized view's current rows as the messages a new reader starts

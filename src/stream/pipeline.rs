@@ -1,7 +1,7 @@
 //! One materialized view's running operators: a chain per source it reads
-//! (a branch), a junction where several meet (a union: minimum watermark,
-//! barriers aligned; or a join of two), the operators after it and the
-//! sink. Each
+//! (a branch), junctions where branches meet (a union: minimum watermark,
+//! barriers aligned; or a join of two) — a branch may start at a junction,
+//! so the operators form a tree (a join of a join) — and the sink. Each
 //! operator runs in a `Stage` that keeps its input watermark; an operator
 //! checkpoints when a barrier passes it.
 
@@ -26,40 +26,246 @@ pub struct ViewPipeline {
     pub name: String,
     /// The relations it reads, each once.
     pub inputs: Vec<String>,
-    /// One chain per source; several meet at `junction`.
-    branches: Vec<Branch>,
-    junction: Option<Junction>,
-    /// The operators after the junction (all are in the branch without one).
-    operators: Vec<Stage>,
+    /// The chain to the sink, from a source or a junction.
+    root: Branch,
     pub(super) sink: Stage<MaterializeOperator>,
+    /// The sink's checkpoint slot: after every operator's.
+    sink_slot: usize,
     /// `<view>_late` when the view keeps its late rows.
     late: Option<LateSink>,
     memory: MemoryGauge,
 }
 
-/// The operators from one source to the junction (or the sink).
+/// The operators from one source, or from where other branches meet, to
+/// the next junction (or the sink).
 pub struct Branch {
     pub input: String,
-    pub operators: Vec<Stage>,
+    meeting: Option<Box<Meeting>>,
+    operators: Vec<Stage>,
+    /// The checkpoint slot of its first operator.
+    first_slot: usize,
+}
+
+/// Branches and the junction where they meet.
+struct Meeting {
+    branches: Vec<Branch>,
+    junction: Junction,
+    slot: usize,
 }
 
 impl ViewPipeline {
     /// Whether an operator's output changes with the clock alone.
     pub fn clocked(&self) -> bool {
-        self.branches
-            .iter()
-            .flat_map(|branch| &branch.operators)
-            .chain(&self.operators)
-            .any(Stage::clocked)
+        self.root.clocked()
     }
 }
 
 impl Branch {
+    /// A chain from the relation `input`.
     pub fn new(input: String, operators: Vec<Box<dyn Operator>>) -> Self {
         Branch {
             input,
+            meeting: None,
             operators: stages(operators),
+            first_slot: 0,
         }
+    }
+
+    /// A chain from where `branches` meet at `junction`.
+    pub fn meeting(
+        branches: Vec<Branch>,
+        junction: Junction,
+        operators: Vec<Box<dyn Operator>>,
+    ) -> Self {
+        Branch {
+            input: String::new(),
+            meeting: Some(Box::new(Meeting {
+                branches,
+                junction,
+                slot: 0,
+            })),
+            operators: stages(operators),
+            first_slot: 0,
+        }
+    }
+
+    /// Numbers the checkpoint slots depth first: each inner branch's
+    /// operators in turn, the junction, then its own operators (a view
+    /// with one junction numbers them as it always has).
+    fn number(&mut self, next: &mut usize) {
+        if let Some(meeting) = &mut self.meeting {
+            for branch in &mut meeting.branches {
+                branch.number(next);
+            }
+            meeting.slot = *next;
+            *next += 1;
+        }
+        self.first_slot = *next;
+        *next += self.operators.len();
+    }
+
+    fn inputs(&self, inputs: &mut Vec<String>) {
+        match &self.meeting {
+            Some(meeting) => meeting.branches.iter().for_each(|b| b.inputs(inputs)),
+            None if !inputs.contains(&self.input) => inputs.push(self.input.clone()),
+            None => {}
+        }
+    }
+
+    fn reads(&self, input: &str) -> bool {
+        match &self.meeting {
+            Some(meeting) => meeting.branches.iter().any(|b| b.reads(input)),
+            None => self.input == input,
+        }
+    }
+
+    fn clocked(&self) -> bool {
+        self.operators.iter().any(Stage::clocked)
+            || self
+                .meeting
+                .as_ref()
+                .is_some_and(|meeting| meeting.branches.iter().any(Branch::clocked))
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let own: usize = self.operators.iter().map(Stage::memory_bytes).sum();
+        let meeting = self.meeting.as_ref().map_or(0, |meeting| {
+            meeting.junction.memory_bytes()
+                + meeting
+                    .branches
+                    .iter()
+                    .map(Branch::memory_bytes)
+                    .sum::<usize>()
+        });
+        own + meeting
+    }
+
+    /// One message from `input` (which it reads) through the branch.
+    fn run(
+        &mut self,
+        view_id: u64,
+        input: &str,
+        message: Message,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        let messages = match &mut self.meeting {
+            Some(meeting) => meeting.run(view_id, input, message, checkpoint)?,
+            None => vec![message],
+        };
+        self.run_from(view_id, 0, messages, checkpoint)
+    }
+
+    /// `messages` through its operators from `from` on.
+    fn run_from(
+        &mut self,
+        view_id: u64,
+        from: usize,
+        messages: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        run_chain(
+            &mut self.operators[from..],
+            (view_id, self.first_slot + from),
+            messages,
+            checkpoint,
+        )
+    }
+
+    /// Finishes the work its operators (and those of the branches meeting
+    /// at its start) handed to other threads; what they held back runs on.
+    fn flush(&mut self, view_id: u64, checkpoint: &mut WriteBatch) -> Result<Vec<Message>> {
+        let mut through = Vec::new();
+        if let Some(meeting) = &mut self.meeting {
+            let held = meeting.flush(view_id, checkpoint)?;
+            if !held.is_empty() {
+                through.extend(self.run_from(view_id, 0, held, checkpoint)?);
+            }
+        }
+        for position in 0..self.operators.len() {
+            let held = self.operators[position].flush()?;
+            if !held.is_empty() {
+                through.extend(self.run_from(view_id, position + 1, held, checkpoint)?);
+            }
+        }
+        Ok(through)
+    }
+
+    fn restore(
+        &mut self,
+        view_id: u64,
+        state_of: &mut dyn FnMut(&[u8]) -> Result<StateReader>,
+    ) -> Result<()> {
+        if let Some(meeting) = &mut self.meeting {
+            for branch in &mut meeting.branches {
+                branch.restore(view_id, state_of)?;
+            }
+            let prefix = operator_prefix(view_id, meeting.slot);
+            meeting.junction.restore(&state_of(&prefix)?)?;
+        }
+        for (index, operator) in self.operators.iter_mut().enumerate() {
+            operator.restore(&state_of(&operator_prefix(
+                view_id,
+                self.first_slot + index,
+            ))?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Meeting {
+    /// One message from `input` through every branch reading it, then the
+    /// junction; returns what passed the junction.
+    fn run(
+        &mut self,
+        view_id: u64,
+        input: &str,
+        message: Message,
+        checkpoint: &mut WriteBatch,
+    ) -> Result<Vec<Message>> {
+        let reading: Vec<usize> = (0..self.branches.len())
+            .filter(|&index| self.branches[index].reads(input))
+            .collect();
+        let mut output = Vec::new();
+        let Some((last, others)) = reading.split_last() else {
+            return Ok(output);
+        };
+        // Only a relation read by several branches needs copies.
+        for &index in others {
+            let step = self.branches[index].run(view_id, input, message.clone(), checkpoint)?;
+            self.meet(view_id, index, step, checkpoint, &mut output)?;
+        }
+        let step = self.branches[*last].run(view_id, input, message, checkpoint)?;
+        self.meet(view_id, *last, step, checkpoint, &mut output)?;
+        Ok(output)
+    }
+
+    /// `messages` from branch `branch` into the junction, which writes its
+    /// state when a barrier has come from every branch.
+    fn meet(
+        &mut self,
+        view_id: u64,
+        branch: usize,
+        messages: Vec<Message>,
+        checkpoint: &mut WriteBatch,
+        output: &mut Output,
+    ) -> Result<()> {
+        for message in messages {
+            if self.junction.on_message(branch, message, output)?.is_some() {
+                let prefix = operator_prefix(view_id, self.slot);
+                self.junction
+                    .checkpoint(&mut StateWriter::new(prefix, checkpoint));
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, view_id: u64, checkpoint: &mut WriteBatch) -> Result<Vec<Message>> {
+        let mut output = Vec::new();
+        for index in 0..self.branches.len() {
+            let held = self.branches[index].flush(view_id, checkpoint)?;
+            self.meet(view_id, index, held, checkpoint, &mut output)?;
+        }
+        Ok(output)
     }
 }
 
@@ -129,44 +335,28 @@ impl ViewPipeline {
     pub fn new(
         id: u64,
         name: &str,
-        branches: Vec<Branch>,
-        junction: Option<Junction>,
-        operators: Vec<Box<dyn Operator>>,
+        mut root: Branch,
         result: Arc<dyn ViewSink>,
         late: Option<LateSink>,
     ) -> Self {
         let mut inputs: Vec<String> = Vec::new();
-        for branch in &branches {
-            if !inputs.contains(&branch.input) {
-                inputs.push(branch.input.clone());
-            }
-        }
+        root.inputs(&mut inputs);
+        let mut sink_slot = 0;
+        root.number(&mut sink_slot);
         ViewPipeline {
             id,
             late,
             name: name.to_string(),
             memory: MemoryGauge::default(),
             inputs,
-            branches,
-            junction,
-            operators: stages(operators),
+            root,
             sink: Stage::new(Box::new(MaterializeOperator::new(result))),
+            sink_slot,
         }
     }
 
-    /// Checkpoint slots: each branch's operators in turn, the junction,
-    /// the operators after it, then the sink (a view without a junction
-    /// numbers its operators as a plain chain).
-    fn junction_slot(&self) -> usize {
-        self.branches.iter().map(|b| b.operators.len()).sum()
-    }
-
-    fn tail_slot(&self) -> usize {
-        self.junction_slot() + usize::from(self.junction.is_some())
-    }
-
     /// Runs `messages` from `input` through every branch reading it, the
-    /// junction and the rest of the chain; returns the view's changes.
+    /// junctions and the rest of the chain; returns the view's changes.
     /// Operators passed a barrier write their state to `checkpoint`. The
     /// state's memory is measured at barriers, and when `limited` (a memory
     /// limit is enforced) also every so many rows in between.
@@ -177,23 +367,16 @@ impl ViewPipeline {
         checkpoint: &mut WriteBatch,
         limited: bool,
     ) -> Result<Vec<Message>> {
+        if !self.root.reads(input) {
+            return Ok(Vec::new());
+        }
         let rows: usize = messages.iter().map(Message::num_rows).sum();
         // Each message goes through the whole chain before the next one,
         // so what an operator makes of one batch (a HOP window's five rows
         // per event) is gone before the next batch is read.
         let mut through = Vec::new();
-        let reading: Vec<usize> = (0..self.branches.len())
-            .filter(|&index| self.branches[index].input == input)
-            .collect();
-        let Some((last, others)) = reading.split_last() else {
-            return Ok(Vec::new());
-        };
         for message in messages {
-            // Only a table read by several branches needs copies.
-            for &index in others {
-                self.run_message(index, message.clone(), checkpoint, &mut through)?;
-            }
-            self.run_message(*last, message, checkpoint, &mut through)?;
+            through.extend(self.root.run(self.id, input, message, checkpoint)?);
         }
         self.finish(through, checkpoint, (rows, limited))
     }
@@ -202,24 +385,7 @@ impl ViewPipeline {
     /// held back runs through the rest of the chain. Returns the view's
     /// changes.
     pub(super) fn flush(&mut self, checkpoint: &mut WriteBatch) -> Result<Vec<Message>> {
-        let mut through = Vec::new();
-        for index in 0..self.branches.len() {
-            for position in 0..self.branches[index].operators.len() {
-                let held = self.branches[index].operators[position].flush()?;
-                if held.is_empty() {
-                    continue;
-                }
-                let step = self.run_branch_from(index, position + 1, held, checkpoint)?;
-                let step = self.run_junction(index, step, checkpoint)?;
-                through.extend(self.run_tail(step, checkpoint)?);
-            }
-        }
-        for position in 0..self.operators.len() {
-            let held = self.operators[position].flush()?;
-            if !held.is_empty() {
-                through.extend(self.run_tail_from(position + 1, held, checkpoint)?);
-            }
-        }
+        let through = self.root.flush(self.id, checkpoint)?;
         if through.is_empty() {
             return Ok(through);
         }
@@ -260,107 +426,8 @@ impl ViewPipeline {
         self.sink.run(current)
     }
 
-    /// One message through branch `index`, the junction and the rest.
-    fn run_message(
-        &mut self,
-        index: usize,
-        message: Message,
-        checkpoint: &mut WriteBatch,
-        through: &mut Vec<Message>,
-    ) -> Result<()> {
-        let step = self.run_branch(index, message, checkpoint)?;
-        let step = self.run_junction(index, step, checkpoint)?;
-        through.extend(self.run_tail(step, checkpoint)?);
-        Ok(())
-    }
-
-    fn run_branch(
-        &mut self,
-        index: usize,
-        message: Message,
-        checkpoint: &mut WriteBatch,
-    ) -> Result<Vec<Message>> {
-        self.run_branch_from(index, 0, vec![message], checkpoint)
-    }
-
-    /// `messages` through branch `index` from its operator `from` on.
-    fn run_branch_from(
-        &mut self,
-        index: usize,
-        from: usize,
-        messages: Vec<Message>,
-        checkpoint: &mut WriteBatch,
-    ) -> Result<Vec<Message>> {
-        let first_slot: usize = self.branches[..index]
-            .iter()
-            .map(|b| b.operators.len())
-            .sum();
-        let branch = &mut self.branches[index];
-        run_chain(
-            &mut branch.operators[from..],
-            (self.id, first_slot + from),
-            messages,
-            checkpoint,
-        )
-    }
-
-    fn run_junction(
-        &mut self,
-        branch: usize,
-        messages: Vec<Message>,
-        checkpoint: &mut WriteBatch,
-    ) -> Result<Vec<Message>> {
-        let slot = self.junction_slot();
-        let Some(junction) = &mut self.junction else {
-            return Ok(messages);
-        };
-        let mut output = Vec::new();
-        for message in messages {
-            if junction.on_message(branch, message, &mut output)?.is_some() {
-                junction.checkpoint(&mut StateWriter::new(
-                    operator_prefix(self.id, slot),
-                    checkpoint,
-                ));
-            }
-        }
-        Ok(output)
-    }
-
-    fn run_tail(
-        &mut self,
-        messages: Vec<Message>,
-        checkpoint: &mut WriteBatch,
-    ) -> Result<Vec<Message>> {
-        self.run_tail_from(0, messages, checkpoint)
-    }
-
-    fn run_tail_from(
-        &mut self,
-        from: usize,
-        messages: Vec<Message>,
-        checkpoint: &mut WriteBatch,
-    ) -> Result<Vec<Message>> {
-        let first_slot = self.tail_slot() + from;
-        run_chain(
-            &mut self.operators[from..],
-            (self.id, first_slot),
-            messages,
-            checkpoint,
-        )
-    }
-
-    fn all_operators(&self) -> impl Iterator<Item = &Stage> {
-        let branches = self.branches.iter().flat_map(|b| b.operators.iter());
-        branches.chain(self.operators.iter())
-    }
-
     fn measure_memory(&mut self) {
-        let junction = self.junction.as_ref().map_or(0, Junction::memory_bytes);
-        let bytes = junction
-            + self
-                .all_operators()
-                .map(|o| o.memory_bytes())
-                .sum::<usize>();
+        let bytes = self.root.memory_bytes();
         self.memory.record(bytes);
         self.sink
             .operator()
@@ -412,7 +479,7 @@ impl ViewPipeline {
     }
 
     fn sink_prefix(&self) -> Vec<u8> {
-        operator_prefix(self.id, self.tail_slot() + self.operators.len())
+        operator_prefix(self.id, self.sink_slot)
     }
 
     /// Loads every operator's checkpointed state, `state_of(prefix)`
@@ -421,21 +488,7 @@ impl ViewPipeline {
         &mut self,
         mut state_of: impl FnMut(&[u8]) -> Result<StateReader>,
     ) -> Result<()> {
-        let mut slot = 0;
-        for branch in &mut self.branches {
-            for operator in &mut branch.operators {
-                operator.restore(&state_of(&operator_prefix(self.id, slot))?)?;
-                slot += 1;
-            }
-        }
-        if let Some(junction) = &mut self.junction {
-            junction.restore(&state_of(&operator_prefix(self.id, slot))?)?;
-            slot += 1;
-        }
-        for operator in &mut self.operators {
-            operator.restore(&state_of(&operator_prefix(self.id, slot))?)?;
-            slot += 1;
-        }
+        self.root.restore(self.id, &mut state_of)?;
         let sink = state_of(&self.sink_prefix())?;
         let late = sink.get(LATE_ROWS).and_then(decode_i64).unwrap_or(0);
         self.sink

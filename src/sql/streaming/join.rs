@@ -23,7 +23,7 @@ use datafusion::optimizer::{OptimizerContext, OptimizerRule};
 use super::errors::{shown, unsupported};
 use super::join_bounds::{side_bounds, SideBound};
 use super::nodes::{FilterNode, StreamNode};
-use super::{Branch, JunctionNode, PhysicalExprs, Planner, Segment};
+use super::{JunctionNode, PhysicalExprs, Planner, Segment};
 use crate::error::{Result, WeirError};
 use crate::stream::operators::join::{Expiry, JoinInput, JoinKind, JoinSpec};
 use crate::stream::EmitMode;
@@ -42,6 +42,8 @@ pub struct JoinNode {
     pub expiry: [Option<Expiry>; 2],
     pub ttl_ns: [Option<i64>; 2],
     pub lookup: bool,
+    /// The output watermark's lags per side and the column it is on.
+    pub output_watermark: Option<([i64; 2], String)>,
     display: String,
 }
 
@@ -68,6 +70,7 @@ impl JoinNode {
             expiry: self.expiry,
             ttl_ns: self.ttl_ns,
             lookup: self.lookup,
+            output_watermark: self.output_watermark.map(|(lags, _)| lags),
         }
     }
 }
@@ -86,7 +89,8 @@ impl Planner<'_> {
     }
 
     /// A WHERE with `IN` / `EXISTS` subqueries, as DataFusion's rule turns
-    /// them into semi and anti joins; what it cannot turn is refused.
+    /// them into semi and anti joins, or a WHERE or select list with scalar
+    /// subqueries; what cannot be turned into joins is refused.
     pub(super) fn decorrelated(&mut self, filter: &LogicalPlan) -> Result<Segment> {
         let context = OptimizerContext::new();
         let rewritten = DecorrelatePredicateSubquery::new().rewrite(filter.clone(), &context)?;
@@ -148,12 +152,6 @@ impl Planner<'_> {
             .enumerate()
         {
             let mut segment = self.segment(input)?;
-            if segment.junction.is_some() {
-                return Err(unsupported(
-                    "a join whose input is itself a join or a UNION ALL",
-                    "Make the inner join or union a materialized view of its own and join that.",
-                ));
-            }
             for condition in &pushed[side] {
                 segment.nodes.push(StreamNode::Filter(FilterNode {
                     predicate: self.physical(condition, input)?,
@@ -176,7 +174,12 @@ impl Planner<'_> {
             true => [None, None],
             false => self.join_ttl(kind, &inputs),
         };
-        let node = self.join_node(&join, kind, residual, bounds, ttl, lookup)?;
+        let watermark = output_watermark(&join, &bounds, &inputs);
+        let mut node = self.join_node(&join, kind, residual, bounds, ttl, lookup)?;
+        if let Some((_, column)) = &watermark {
+            node.display.push_str(&format!(" watermark={column}"));
+        }
+        node.output_watermark = watermark;
         let right = inputs.pop().expect("two inputs");
         let left = inputs.pop().expect("two inputs");
         Ok(Segment::joined(left, right, node))
@@ -309,9 +312,36 @@ impl Planner<'_> {
             expiry: bounds.map(|bound| bound.map(|bound| bound.expiry)),
             ttl_ns: ttl,
             lookup,
+            output_watermark: None,
             display,
         })
     }
+}
+
+/// The watermark a time-bounded inner join puts out: on one input's
+/// watermark column, when the join's bound keeps that column within a
+/// fixed lag of the other input's watermark (an interval join
+/// `a.ts BETWEEN b.ts - X AND b.ts`: a row joined later has `a.ts` above
+/// the left watermark, or above the right one minus X). The column's name
+/// must be the input's alone (the output names columns unqualified).
+fn output_watermark(
+    join: &Join,
+    bounds: &[Option<SideBound>; 2],
+    inputs: &[Segment],
+) -> Option<([i64; 2], String)> {
+    let schemas = [
+        join.left.schema().as_arrow(),
+        join.right.schema().as_arrow(),
+    ];
+    (0..2).find_map(|side| {
+        let bound = bounds[side].as_ref()?;
+        let column = inputs[side].watermark.as_ref()?;
+        let on_bound = schemas[side].index_of(column).ok() == Some(bound.expiry.column);
+        let unique = schemas[1 - side].index_of(column).is_err();
+        let mut lags = [0, 0];
+        lags[1 - side] = bound.expiry.allowance_ns;
+        (on_bound && unique).then(|| (lags, column.clone()))
+    })
 }
 
 /// The table `plan` reads, when it is a scan (under aliases).
@@ -418,18 +448,16 @@ impl Segment {
         // Outer and anti joins retract a row when its key gains a match.
         let retracts = node.kind.preserves(0) || node.kind.preserves(1);
         let updating = left.updating || right.updating || retracts;
+        let watermark = node.output_watermark.as_ref().map(|(_, c)| c.clone());
         let mut segment = Segment::joined_branches(left, right, node);
         segment.updating = updating;
+        segment.watermark = watermark.filter(|_| !updating);
         segment
     }
 
     /// Two chains meeting at `node`, with no watermark or window after it.
     fn joined_branches(left: Segment, right: Segment, node: JoinNode) -> Segment {
-        let branches = [left, right].map(|segment| Branch {
-            input: segment.input,
-            nodes: segment.nodes,
-            source_line: segment.source_line,
-        });
+        let branches = [left, right].map(Segment::into_branch);
         Segment {
             input: String::new(),
             source_line: String::new(),
@@ -437,7 +465,7 @@ impl Segment {
             watermark: None,
             window: None,
             updating: false,
-            junction: Some(JunctionNode::Join(node)),
+            junction: Some(JunctionNode::Join(Box::new(node))),
             branches: branches.into(),
         }
     }

@@ -1,15 +1,23 @@
 //! Where a view's branches meet: a UNION ALL of any number, or a join of
-//! two. Plans the runtime's `Junction`.
+//! two. Plans the runtime's `Junction`. A branch may itself start where
+//! others meet (`Meeting`), so a view is a tree: a join of a join, a
+//! UNION ALL of joins.
 
 use super::join::JoinNode;
-use super::union::UnionNode;
+use super::union::{Branch, UnionNode};
 use crate::error::Result;
 use crate::stream::junction::Junction;
 use crate::stream::operators::{JoinOperator, UnionOperator};
 
+/// Branches and the junction where they meet.
+pub struct Meeting {
+    pub junction: JunctionNode,
+    pub branches: Vec<Branch>,
+}
+
 pub enum JunctionNode {
     Union(UnionNode),
-    Join(JoinNode),
+    Join(Box<JoinNode>),
 }
 
 impl JunctionNode {
@@ -27,7 +35,9 @@ impl JunctionNode {
                 union.inputs,
                 union.watermark.is_some(),
             )),
-            JunctionNode::Join(join) => Junction::Join(Box::new(JoinOperator::new(join.spec())?)),
+            JunctionNode::Join(join) => {
+                Junction::Join(Box::new(JoinOperator::new((*join).spec())?))
+            }
         })
     }
 }

@@ -36,7 +36,7 @@ use crate::stream::operators::window::WindowSpec;
 use crate::stream::{EmitMode, LatePolicy};
 use errors::{has_subquery, no_watermark, refused, shown, unsupported};
 pub use join::JoinNode;
-pub use junction::JunctionNode;
+pub use junction::{JunctionNode, Meeting};
 use nodes::{EmitOnCloseNode, FilterNode, ProjectNode, StreamNode, WindowNode};
 pub use over_window::OverWindowNode;
 pub use top_n::TopNNode;
@@ -64,16 +64,14 @@ pub trait Sources {
 }
 
 pub struct StreamPlan {
-    /// One chain per source the view reads; several meet at `junction`.
-    pub branches: Vec<Branch>,
-    pub junction: Option<JunctionNode>,
+    /// The chain to the result: from a source, or from where branches meet
+    /// (a tree of them: a join of a join).
+    pub root: Branch,
     pub late: LatePolicy,
     /// The columns of `<view>_late` when the view keeps late rows.
     pub side_output: Option<SchemaRef>,
     /// Every catalog relation the view reads (sources and inlined views).
     pub reads: Vec<String>,
-    /// The nodes after the junction (none without one).
-    pub nodes: Vec<StreamNode>,
     pub schema: SchemaRef,
     pub emit: EmitMode,
     pub output: StreamInfo,
@@ -86,11 +84,7 @@ impl StreamPlan {
     /// The relations the branches read, each once, in branch order.
     pub fn inputs(&self) -> Vec<String> {
         let mut inputs: Vec<String> = Vec::new();
-        for branch in &self.branches {
-            if !inputs.contains(&branch.input) {
-                inputs.push(branch.input.clone());
-            }
-        }
+        self.root.inputs(&mut inputs);
         inputs
     }
 
@@ -114,24 +108,7 @@ impl StreamPlan {
                 _ => String::new(),
             }
         )];
-        let indent = |depth: usize, line: String| format!("{}{line}", "  ".repeat(depth));
-        let mut depth = 1;
-        for node in self.nodes.iter().rev() {
-            lines.push(indent(depth, node.describe()));
-            depth += 1;
-        }
-        if let Some(junction) = &self.junction {
-            lines.push(indent(depth, junction.describe()));
-            depth += 1;
-        }
-        for branch in &self.branches {
-            let mut branch_depth = depth;
-            for node in branch.nodes.iter().rev() {
-                lines.push(indent(branch_depth, node.describe()));
-                branch_depth += 1;
-            }
-            lines.push(indent(branch_depth, branch.source_line.clone()));
-        }
+        self.root.explain(1, &mut lines);
         lines
     }
 }
@@ -184,30 +161,18 @@ pub fn plan(
             "state_ttl bounds the rows an inner join keeps from a stream; leave it out here (windows and interval joins are bounded by watermarks).",
         ));
     }
-    let (branches, nodes) = match segment.junction {
-        Some(_) => (segment.branches, segment.nodes),
-        None => {
-            let branch = Branch {
-                input: segment.input,
-                nodes: segment.nodes,
-                source_line: segment.source_line,
-            };
-            (vec![branch], Vec::new())
-        }
+    let output = StreamInfo {
+        watermark: segment.watermark.clone().filter(|_| !segment.updating),
+        updating: segment.updating,
     };
     Ok(StreamPlan {
-        branches,
-        junction: segment.junction,
+        root: segment.into_branch(),
         late,
         side_output: planner.side_output.map(|shape| shape.schema),
         reads: planner.reads,
-        nodes,
         schema: Arc::new(plan.schema().as_arrow().clone()),
         emit,
-        output: StreamInfo {
-            watermark: segment.watermark.filter(|_| !segment.updating),
-            updating: segment.updating,
-        },
+        output,
         non_deterministic: planner.non_deterministic,
     })
 }
@@ -250,6 +215,24 @@ struct Segment {
     branches: Vec<Branch>,
 }
 
+impl Segment {
+    /// The segment as a branch of a junction (or the view's root).
+    fn into_branch(self) -> Branch {
+        let meeting = self.junction.map(|junction| {
+            Box::new(Meeting {
+                junction,
+                branches: self.branches,
+            })
+        });
+        Branch {
+            input: self.input,
+            meeting,
+            nodes: self.nodes,
+            source_line: self.source_line,
+        }
+    }
+}
+
 struct Planner<'a> {
     sources: &'a dyn Sources,
     props: &'a ExecutionProps,
@@ -284,6 +267,9 @@ impl Planner<'_> {
         }
         match plan {
             LogicalPlan::TableScan(scan) => self.scan(scan),
+            LogicalPlan::Projection(projection) if projection.expr.iter().any(has_subquery) => {
+                self.decorrelated(plan)
+            }
             LogicalPlan::Projection(projection) => self.projection(projection),
             LogicalPlan::Filter(filter) if has_subquery(&filter.predicate) => {
                 self.decorrelated(plan)

@@ -8,16 +8,53 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::Union;
 
-use super::errors::unsupported;
-use super::{JunctionNode, Planner, Segment};
+use super::{JunctionNode, Meeting, Planner, Segment};
 use crate::error::Result;
 use crate::sql::streaming::nodes::StreamNode;
 
-/// A chain of nodes from one source.
+/// A chain of nodes from one source (`input`), or from where other
+/// branches meet (`meeting`; `input` is then empty).
 pub struct Branch {
     pub input: String,
+    pub meeting: Option<Box<Meeting>>,
     pub nodes: Vec<StreamNode>,
     pub(super) source_line: String,
+}
+
+impl Branch {
+    /// The relations it reads, each once, added to `inputs`.
+    pub fn inputs(&self, inputs: &mut Vec<String>) {
+        match &self.meeting {
+            Some(meeting) => meeting
+                .branches
+                .iter()
+                .for_each(|branch| branch.inputs(inputs)),
+            None => {
+                if !inputs.contains(&self.input) {
+                    inputs.push(self.input.clone());
+                }
+            }
+        }
+    }
+
+    /// Its EXPLAIN lines, result first, indented from `depth`.
+    pub fn explain(&self, depth: usize, lines: &mut Vec<String>) {
+        let indent = |depth: usize, line: String| format!("{}{line}", "  ".repeat(depth));
+        let mut depth = depth;
+        for node in self.nodes.iter().rev() {
+            lines.push(indent(depth, node.describe()));
+            depth += 1;
+        }
+        match &self.meeting {
+            Some(meeting) => {
+                lines.push(indent(depth, meeting.junction.describe()));
+                for branch in &meeting.branches {
+                    branch.explain(depth + 1, lines);
+                }
+            }
+            None => lines.push(indent(depth, self.source_line.clone())),
+        }
+    }
 }
 
 /// Where branches meet.
@@ -51,23 +88,13 @@ impl Planner<'_> {
         let mut updating = false;
         for input in &union.inputs {
             let segment = self.segment(input)?;
-            if segment.junction.is_some() {
-                return Err(unsupported(
-                    "a UNION ALL whose input is computed from another UNION ALL or a join",
-                    "Make the inner UNION ALL or join a materialized view of its own.",
-                ));
-            }
             let position = segment
                 .watermark
                 .as_ref()
                 .and_then(|column| input.schema().as_arrow().index_of(column).ok());
             watermark_positions.push(position);
             updating |= segment.updating;
-            branches.push(Branch {
-                input: segment.input,
-                nodes: segment.nodes,
-                source_line: segment.source_line,
-            });
+            branches.push(segment.into_branch());
         }
         let first = watermark_positions.first().copied().flatten();
         let watermark = first

@@ -11,7 +11,9 @@
 //! join bounded by time (an interval or window join): a row leaves once
 //! the other side's watermark passes the last time it could match.
 //! A barrier passes, and the state is checkpointed, once both branches
-//! sent it. Watermarks stop here (the output has no watermark column).
+//! sent it. Watermarks stop here, except in a lookup join (the left's go
+//! through) and a join whose time bound keeps one input's time column
+//! above a shifted watermark of the other (`output_watermark`).
 
 mod existence;
 mod side;
@@ -104,6 +106,11 @@ pub struct JoinSpec {
     /// the right rows there are when it comes and is not kept; right
     /// changes change no joined row. Inner and left joins only.
     pub lookup: bool,
+    /// Per side, how far below its watermark a joined row's time column
+    /// can still be: the output watermark is the least of the sides'
+    /// watermarks minus these (an interval join on the left's time column:
+    /// `[0, X]` when left rows match right rows up to X later).
+    pub output_watermark: Option<[i64; 2]>,
 }
 
 pub struct JoinOperator {
@@ -118,6 +125,9 @@ pub struct JoinOperator {
     /// The processing-time clock TTLs count by (nanoseconds since 1970).
     clock: fn() -> i64,
     lookup: bool,
+    output_watermark: Option<[i64; 2]>,
+    /// The last watermark it put out.
+    emitted_watermark: Option<i64>,
 }
 
 impl JoinOperator {
@@ -169,7 +179,30 @@ impl JoinOperator {
             watermarks: [None; 2],
             clock: wall_clock_ns,
             lookup: spec.lookup,
+            output_watermark: spec.output_watermark,
+            emitted_watermark: None,
         })
+    }
+
+    /// Puts out the output watermark if both sides' watermarks raise it:
+    /// a row joined later has its time column above it (a new row of the
+    /// column's side is above that side's watermark; one met by a new row
+    /// of the other side is at most its lag below that side's).
+    fn emit_watermark(&mut self, output: &mut Output) {
+        let (Some(lags), [Some(left), Some(right)]) = (self.output_watermark, self.watermarks)
+        else {
+            return;
+        };
+        let watermark = left
+            .saturating_sub(lags[0])
+            .min(right.saturating_sub(lags[1]));
+        if self
+            .emitted_watermark
+            .is_none_or(|emitted| watermark > emitted)
+        {
+            self.emitted_watermark = Some(watermark);
+            output.push(Message::Watermark(watermark));
+        }
     }
 
     /// TTLs count by `clock` instead of the wall clock (tests).
@@ -207,6 +240,7 @@ impl JoinOperator {
                     if self.lookup && side == 0 {
                         output.push(Message::Watermark(watermark));
                     }
+                    self.emit_watermark(output);
                 }
             }
             Message::Barrier(epoch) => {

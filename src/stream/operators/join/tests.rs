@@ -62,6 +62,7 @@ fn join(kind: JoinKind, with_filter: bool) -> JoinOperator {
         expiry: [None, None],
         ttl_ns: [None, None],
         lookup: false,
+        output_watermark: None,
     })
     .unwrap()
 }
@@ -221,6 +222,7 @@ fn outer_joins_with_a_residual_condition_are_refused() {
         expiry: [None, None],
         ttl_ns: [None, None],
         lookup: false,
+        output_watermark: None,
     });
     assert!(result.is_err());
 }
@@ -303,6 +305,7 @@ fn expiring_join() -> JoinOperator {
         expiry: [expiry, expiry],
         ttl_ns: [None, None],
         lookup: false,
+        output_watermark: None,
     })
     .unwrap()
 }
@@ -340,6 +343,25 @@ fn rows_leave_an_expiring_join_once_the_other_watermark_passes_them() {
     ]
     .into();
     assert_eq!(view, expected);
+}
+
+#[test]
+fn the_output_watermark_is_the_least_lagged_input_watermark_and_only_rises() {
+    let mut operator = expiring_join();
+    operator.output_watermark = Some([0, 5]);
+    let mut watermarks = Vec::new();
+    for (side, watermark) in [(0, 10), (1, 12), (0, 20), (1, 11), (1, 30), (0, 40)] {
+        let mut output = Vec::new();
+        operator
+            .on_message(side, Message::Watermark(watermark), &mut output)
+            .unwrap();
+        watermarks.extend(output.into_iter().filter_map(|message| match message {
+            Message::Watermark(watermark) => Some(watermark),
+            _ => None,
+        }));
+    }
+    // None until both sides have one; then min(left, right - 5), rising.
+    assert_eq!(watermarks, [7, 20, 25]);
 }
 
 /// The clock of the TTL test (nanoseconds).
