@@ -4,18 +4,64 @@
 //! format: the key sorts as the ORDER BY does (ASC/DESC, NULLS FIRST/LAST)
 //! and the row breaks ties, so rows with equal keys have one fixed order.
 
-use std::collections::{btree_map, BTreeMap};
+use std::collections::{btree_map, BTreeMap, HashMap, HashSet};
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::row::{RowConverter, Rows};
 
 use crate::error::{sqlstate, Result, WeirError};
+use crate::stream::checkpoint::{StateReader, StateWriter};
 
 /// A partition's entry: its ORDER BY key and the whole row, row format.
 pub type Entry = (Box<[u8]>, Box<[u8]>);
 
 /// A partition's rows, in order, with their multiplicities.
 pub type Partition = BTreeMap<Entry, i64>;
+
+/// An operator's partitions by key, and which changed since the last
+/// checkpoint (each checkpointed as an entry `partition/<key>`).
+#[derive(Debug, Default, PartialEq)]
+pub struct Partitions {
+    pub by_key: HashMap<Box<[u8]>, Partition>,
+    changed: HashSet<Box<[u8]>>,
+}
+
+impl Partitions {
+    /// Notes that partition `key` changed (or went).
+    pub fn touch(&mut self, key: &[u8]) {
+        self.changed.insert(key.into());
+    }
+
+    /// Writes the partitions changed since the last checkpoint.
+    pub fn checkpoint(&mut self, state: &mut StateWriter) {
+        for key in std::mem::take(&mut self.changed) {
+            let name = [PARTITION_PREFIX, &key].concat();
+            match self.by_key.get(&key) {
+                Some(partition) => state.put(&name, encode(partition)),
+                None => state.delete(&name),
+            }
+        }
+    }
+
+    /// Loads the checkpointed partitions of `operator` (named in errors).
+    pub fn restore(&mut self, state: &StateReader, operator: &str) -> Result<()> {
+        for (name, value) in state.with_prefix(PARTITION_PREFIX) {
+            let key = &name[PARTITION_PREFIX.len()..];
+            self.by_key.insert(key.into(), decode(value, operator)?);
+        }
+        Ok(())
+    }
+
+    /// What the partitions take in memory (the gauge's estimate).
+    pub fn memory_bytes(&self) -> usize {
+        self.by_key
+            .iter()
+            .map(|(key, partition)| key.len() + memory_bytes(partition) + ENTRY_OVERHEAD_BYTES)
+            .sum()
+    }
+}
+
+const PARTITION_PREFIX: &[u8] = b"partition/";
 
 /// Adds `diff` copies of `entry` (negative: takes them away).
 pub fn apply(partition: &mut Partition, entry: Entry, diff: i64) {

@@ -13,7 +13,7 @@
 //! change is a few rows either side of it; otherwise (running totals,
 //! ranks, RANGE frames, whole-partition frames) it is the partition.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::operators::ordered_partition::{
-    self, apply, decode, encode, key_of, keys, touched, Entry, Partition,
+    apply, key_of, keys, touched, Entry, Partition, Partitions,
 };
 
 /// How many neighbours a row's results depend on.
@@ -95,9 +95,7 @@ pub struct OverWindowOperator {
     order_converter: RowConverter,
     row_converter: RowConverter,
     result_converter: RowConverter,
-    partitions: HashMap<Box<[u8]>, Partition>,
-    /// Partitions changed since the last checkpoint.
-    changed: HashSet<Box<[u8]>>,
+    partitions: Partitions,
 }
 
 impl OverWindowOperator {
@@ -130,8 +128,7 @@ impl OverWindowOperator {
             result_converter: RowConverter::new(field_types(inputs, spec.schema.fields().len()))?,
             input_schema,
             spec,
-            partitions: HashMap::new(),
-            changed: HashSet::new(),
+            partitions: Partitions::default(),
         })
     }
 
@@ -354,16 +351,16 @@ impl Operator for OverWindowOperator {
             if changes.is_empty() {
                 continue;
             }
-            let mut partition = self.partitions.remove(key).unwrap_or_default();
+            let mut partition = self.partitions.by_key.remove(key).unwrap_or_default();
             let spans = self.spans(&partition, &changes);
             self.results(&partition, &spans, -1, &mut difference)?;
             for (entry, diff) in changes {
                 apply(&mut partition, entry, diff);
             }
             self.results(&partition, &spans, 1, &mut difference)?;
-            self.changed.insert(key.into());
+            self.partitions.touch(key);
             if !partition.is_empty() {
-                self.partitions.insert(key.into(), partition);
+                self.partitions.by_key.insert(key.into(), partition);
             }
         }
         self.emit(difference, output)
@@ -376,34 +373,16 @@ impl Operator for OverWindowOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        for key in std::mem::take(&mut self.changed) {
-            let name = [b"partition/".as_slice(), &key].concat();
-            match self.partitions.get(&key) {
-                Some(partition) => state.put(&name, encode(partition)),
-                None => state.delete(&name),
-            }
-        }
+        self.partitions.checkpoint(state);
         Ok(())
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        for (name, value) in state.with_prefix(b"partition/") {
-            let key = &name[b"partition/".len()..];
-            self.partitions
-                .insert(key.into(), decode(value, "OverWindow")?);
-        }
-        Ok(())
+        self.partitions.restore(state, "OverWindow")
     }
 
     fn memory_bytes(&self) -> usize {
-        self.partitions
-            .iter()
-            .map(|(key, partition)| {
-                key.len()
-                    + ordered_partition::memory_bytes(partition)
-                    + ordered_partition::ENTRY_OVERHEAD_BYTES
-            })
-            .sum()
+        self.partitions.memory_bytes()
     }
 }
 

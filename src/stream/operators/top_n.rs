@@ -27,7 +27,7 @@ use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::operators::ordered_partition::{
-    self, apply, decode, encode, key_of, keys, touched, Entry, Partition,
+    apply, key_of, keys, touched, Entry, Partition, Partitions,
 };
 use crate::stream::operators::top_n_windows::PartitionEnds;
 pub use crate::stream::operators::top_n_windows::PartitionWindow;
@@ -73,9 +73,7 @@ pub struct TopNOperator {
     partition_converter: RowConverter,
     order_converter: RowConverter,
     row_converter: RowConverter,
-    partitions: HashMap<Box<[u8]>, Partition>,
-    /// Partitions changed since the last checkpoint.
-    changed: HashSet<Box<[u8]>>,
+    partitions: Partitions,
     /// When each partition's window ends (a windowed top-N).
     ends: Option<PartitionEnds>,
 }
@@ -110,8 +108,7 @@ impl TopNOperator {
             order_converter: fields(order_types)?,
             row_converter: fields(row_types)?,
             spec,
-            partitions: HashMap::new(),
-            changed: HashSet::new(),
+            partitions: Partitions::default(),
         })
     }
 
@@ -144,7 +141,7 @@ impl TopNOperator {
 
     /// Drops the rows ranked past the limit (input that never retracts).
     fn prune(&mut self, key: &[u8]) {
-        let Some(partition) = self.partitions.get(key) else {
+        let Some(partition) = self.partitions.by_key.get(key) else {
             return;
         };
         let kept: HashSet<&[u8]> = self
@@ -157,7 +154,11 @@ impl TopNOperator {
             .filter(|(_, row)| !kept.contains(&**row))
             .cloned()
             .collect();
-        let partition = self.partitions.get_mut(key).expect("looked up above");
+        let partition = self
+            .partitions
+            .by_key
+            .get_mut(key)
+            .expect("looked up above");
         for entry in dropped {
             partition.remove(&entry);
         }
@@ -271,7 +272,7 @@ impl Operator for TopNOperator {
         }
         let mut emitted = Vec::new();
         for (key, indices) in touched {
-            let mut before: Vec<(Box<[u8]>, u64)> = match self.partitions.get(key) {
+            let mut before: Vec<(Box<[u8]>, u64)> = match self.partitions.by_key.get(key) {
                 Some(partition) => self
                     .ranked(partition)
                     .into_iter()
@@ -279,7 +280,7 @@ impl Operator for TopNOperator {
                     .collect(),
                 None => Vec::new(),
             };
-            let partition = self.partitions.entry(key.into()).or_default();
+            let partition = self.partitions.by_key.entry(key.into()).or_default();
             for index in indices {
                 let entry: Entry = (key_of(&order, index).into(), rows.row(index).data().into());
                 apply(partition, entry, chunk.diff(index));
@@ -287,8 +288,8 @@ impl Operator for TopNOperator {
             if !self.spec.keeps_all {
                 self.prune(key);
             }
-            self.changed.insert(key.into());
-            let partition = &self.partitions[key];
+            self.partitions.touch(key);
+            let partition = &self.partitions.by_key[key];
             let mut after = self.ranked(partition);
             if !self.spec.rank_column {
                 // A row that only moved within the top rows did not change.
@@ -299,7 +300,7 @@ impl Operator for TopNOperator {
                 Self::changes(before, after, &mut emitted);
             }
             if partition.is_empty() {
-                self.partitions.remove(key);
+                self.partitions.by_key.remove(key);
             }
         }
         self.emit(emitted, output)
@@ -315,13 +316,13 @@ impl Operator for TopNOperator {
         };
         let mut emitted = Vec::new();
         for key in ends.ended(watermark) {
-            if let Some(partition) = self.partitions.remove(&key) {
+            if let Some(partition) = self.partitions.by_key.remove(&key) {
                 if self.spec.emit_on_close {
                     let ranked = self.ranked(&partition);
                     emitted.extend(ranked.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
                 }
             }
-            self.changed.insert(key);
+            self.partitions.touch(&key);
         }
         self.emit(emitted, output)
     }
@@ -330,13 +331,7 @@ impl Operator for TopNOperator {
         if let Some(ends) = self.ends.as_mut() {
             ends.checkpoint(state);
         }
-        for key in std::mem::take(&mut self.changed) {
-            let name = [b"partition/".as_slice(), &key].concat();
-            match self.partitions.get(&key) {
-                Some(partition) => state.put(&name, encode(partition)),
-                None => state.delete(&name),
-            }
-        }
+        self.partitions.checkpoint(state);
         Ok(())
     }
 
@@ -344,22 +339,11 @@ impl Operator for TopNOperator {
         if let Some(ends) = self.ends.as_mut() {
             ends.restore(state);
         }
-        for (name, value) in state.with_prefix(b"partition/") {
-            let key = &name[b"partition/".len()..];
-            self.partitions.insert(key.into(), decode(value, "TopN")?);
-        }
-        Ok(())
+        self.partitions.restore(state, "TopN")
     }
 
     fn memory_bytes(&self) -> usize {
-        self.partitions
-            .iter()
-            .map(|(key, partition)| {
-                key.len()
-                    + ordered_partition::memory_bytes(partition)
-                    + ordered_partition::ENTRY_OVERHEAD_BYTES
-            })
-            .sum()
+        self.partitions.memory_bytes()
     }
 }
 

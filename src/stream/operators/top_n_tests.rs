@@ -173,7 +173,12 @@ fn over_inserts_only_rows_past_the_limit_are_not_kept() {
         .on_batch(changes(&rows), Context::default(), &mut Vec::new())
         .unwrap();
     assert_eq!(
-        operator.partitions.values().map(|p| p.len()).sum::<usize>(),
+        operator
+            .partitions
+            .by_key
+            .values()
+            .map(|p| p.len())
+            .sum::<usize>(),
         2
     );
 }
@@ -213,7 +218,7 @@ fn the_partitions_survive_a_checkpoint() {
     ]);
     assert_eq!(view, expected);
     assert!(
-        decode(&[1, 0, 0], "TopN").is_err(),
+        crate::stream::operators::ordered_partition::decode(&[1, 0, 0], "TopN").is_err(),
         "a damaged partition is refused"
     );
 }
