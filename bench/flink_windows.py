@@ -98,6 +98,13 @@ NEXMARK = {
         "FROM TABLE(SESSION(TABLE bid PARTITION BY bidder, DESCRIPTOR(date_time), "
         "INTERVAL '10' SECOND)) GROUP BY bidder, window_start, window_end",
         "bidder BIGINT, bid_count BIGINT, starttime TIMESTAMP(3), endtime TIMESTAMP(3)"),
+    # Not Nexmark: an OVER window over a ROWS frame (each bid with the
+    # average of its auction's last 11 bids by time), which Flink runs on
+    # append-only input in event-time order.
+    "over-rows10": (
+        "SELECT auction, price, AVG(price) OVER (PARTITION BY auction ORDER BY date_time "
+        "ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS recent FROM bid",
+        "auction BIGINT, price BIGINT, recent BIGINT"),
 }
 
 

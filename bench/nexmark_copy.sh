@@ -10,9 +10,11 @@ Q[q2]="SELECT auction, price FROM bid WHERE auction % 123 = 0"
 Q[q5]="SELECT AuctionBids.auction, AuctionBids.num FROM (SELECT bid.auction, count(*) AS num, window_start AS starttime FROM HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) GROUP BY window_start, bid.auction) AS AuctionBids JOIN (SELECT max(CountBids.num) AS maxn, CountBids.starttime_c FROM (SELECT count(*) AS num, window_start AS starttime_c FROM HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) GROUP BY bid.auction, window_start) AS CountBids GROUP BY CountBids.starttime_c) AS MaxBids ON AuctionBids.starttime = MaxBids.starttime_c AND AuctionBids.num >= MaxBids.maxn"
 Q[q7]="SELECT B.auction, B.price, B.bidder, B.date_time FROM bid B JOIN (SELECT MAX(price) AS maxprice, window_end AS date_time FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND) GROUP BY window_end) B1 ON B.price = B1.maxprice WHERE B.date_time BETWEEN B1.date_time - INTERVAL '10' SECOND AND B1.date_time"
 Q[q11]="SELECT bidder, count(*) AS bid_count, window_start AS starttime, window_end AS endtime FROM SESSION(bid, date_time, INTERVAL '10' SECOND) GROUP BY bidder, window_start, window_end"
+Q[over]="SELECT auction, price, AVG(price) OVER (PARTITION BY auction ORDER BY date_time ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS recent FROM bid"
+# QUERIES="q0 over" runs some of them (default: the Nexmark ones).
 echo "| query | rows | copy_s | rows_per_s | peak_rss_mb | view_rows |"
 echo "|---|---:|---:|---:|---:|---:|"
-for q in q0 q1 q2 q5 q7 q11; do
+for q in ${QUERIES:-q0 q1 q2 q5 q7 q11}; do
   dir=/var/tmp/nexmark-copy-$q; rm -rf $dir
   "$WEIR" --listen 127.0.0.1:5611 --data-dir $dir > $dir.log 2>&1 &
   pid=$!; sleep 2

@@ -119,7 +119,10 @@ impl Planner<'_> {
 
     pub(super) fn join(&mut self, join: &Join) -> Result<Segment> {
         let kind = join_kind(join.join_type)?;
-        if self.emit == EmitMode::OnWindowClose && !self.versioned(&join.right) {
+        // Without an aggregate the view's EMIT ON WINDOW CLOSE holds the
+        // joined rows back until the join's watermark passes them (plan).
+        let aggregated = self.aggregates > 0;
+        if self.emit == EmitMode::OnWindowClose && aggregated && !self.versioned(&join.right) {
             return Err(unsupported(
                 "EMIT ON WINDOW CLOSE over a join",
                 "Leave out EMIT ON WINDOW CLOSE: the join's rows are shown as they change (a lookup join, FOR SYSTEM_TIME AS OF PROCTIME(), keeps the stream's watermark).",
@@ -318,12 +321,15 @@ impl Planner<'_> {
     }
 }
 
-/// The watermark a time-bounded inner join puts out: on one input's
-/// watermark column, when the join's bound keeps that column within a
-/// fixed lag of the other input's watermark (an interval join
-/// `a.ts BETWEEN b.ts - X AND b.ts`: a row joined later has `a.ts` above
-/// the left watermark, or above the right one minus X). The column's name
-/// must be the input's alone (the output names columns unqualified).
+/// The watermark a time-bounded inner join puts out: on a column of one
+/// input that its watermark bounds below (its watermark column, or the
+/// `window_end` of a window over it), when the join's bound keeps that
+/// column within a fixed lag of the other input's watermark (an interval
+/// join `a.ts BETWEEN b.ts - X AND b.ts`: a row joined later has `a.ts`
+/// above the left watermark, or above the right one minus X; a window join
+/// on `window_end`: above both watermarks). The output names columns
+/// unqualified, so the name must be the input's alone — or the other
+/// input's column of that name must equal it by a join key.
 fn output_watermark(
     join: &Join,
     bounds: &[Option<SideBound>; 2],
@@ -335,12 +341,20 @@ fn output_watermark(
     ];
     (0..2).find_map(|side| {
         let bound = bounds[side].as_ref()?;
-        let column = inputs[side].watermark.as_ref()?;
-        let on_bound = schemas[side].index_of(column).ok() == Some(bound.expiry.column);
-        let unique = schemas[1 - side].index_of(column).is_err();
+        let column = schemas[side].field(bound.expiry.column).name();
+        let bounded = time_columns(&inputs[side]).contains(column);
+        let unique = schemas[1 - side].index_of(column).is_err() || equal_by_key(join, column);
         let mut lags = [0, 0];
         lags[1 - side] = bound.expiry.allowance_ns;
-        (on_bound && unique).then(|| (lags, column.clone()))
+        (bounded && unique).then(|| (lags, column.clone()))
+    })
+}
+
+/// Whether the join's keys say the two inputs' columns named `name` are
+/// equal.
+fn equal_by_key(join: &Join, name: &str) -> bool {
+    join.on.iter().any(|(left, right)| {
+        matches!((left, right), (Expr::Column(l), Expr::Column(r)) if l.name == name && r.name == name)
     })
 }
 

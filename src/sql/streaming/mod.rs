@@ -135,6 +135,7 @@ pub fn plan(
         side_output: None,
         windowed: false,
         aggregates: count_aggregates(plan),
+        joins: count_joins(plan),
         reads: Vec::new(),
         non_deterministic: None,
         rank_limits: Default::default(),
@@ -148,7 +149,10 @@ pub fn plan(
             "Put the inner query in its own materialized view with those options and aggregate over that.",
         ));
     }
-    let segment = planner.segment(plan)?;
+    let mut segment = planner.segment(plan)?;
+    if emit == EmitMode::OnWindowClose && planner.aggregates == 0 && planner.joins > 0 {
+        hold_joined_rows(&mut segment, plan)?;
+    }
     if late != LatePolicy::Drop && !planner.windowed {
         return Err(unsupported(
             "late_data other than 'drop' without a windowed GROUP BY",
@@ -175,6 +179,34 @@ pub fn plan(
         output,
         non_deterministic: planner.non_deterministic,
     })
+}
+
+/// EMIT ON WINDOW CLOSE over joins without an aggregate (a window join):
+/// each joined row is held until the join's watermark passes its time, so
+/// a window's rows appear once, when it closes.
+fn hold_joined_rows(segment: &mut Segment, plan: &LogicalPlan) -> Result<()> {
+    let Some(column) = segment.watermark.clone().filter(|_| !segment.updating) else {
+        return Err(unsupported(
+            "EMIT ON WINDOW CLOSE over a join that puts out no watermark",
+            "Join windows on window_end (a window join) or bound the join by time (an interval join) over append-only inputs, or leave out EMIT ON WINDOW CLOSE.",
+        ));
+    };
+    segment.nodes.push(StreamNode::EmitOnClose(EmitOnCloseNode {
+        time_column: plan.schema().as_arrow().index_of(&column)?,
+        time_name: column,
+    }));
+    Ok(())
+}
+
+fn count_joins(plan: &LogicalPlan) -> usize {
+    let mut count = 0;
+    let _ = plan.apply(|node| {
+        if matches!(node, LogicalPlan::Join(_)) {
+            count += 1;
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    count
 }
 
 fn count_aggregates(plan: &LogicalPlan) -> usize {
@@ -246,6 +278,8 @@ struct Planner<'a> {
     /// Whether a windowed GROUP BY was planned (late data applies to it).
     windowed: bool,
     aggregates: usize,
+    /// Joins in the query (lookup joins too; not subqueries).
+    joins: usize,
     reads: Vec<String>,
     non_deterministic: Option<String>,
     /// Bounds WHEREs put on ranking window functions below them (top-N).
@@ -397,7 +431,7 @@ impl Planner<'_> {
             junction: None,
             branches: Vec::new(),
         };
-        if self.emit == EmitMode::OnWindowClose && self.aggregates == 0 {
+        if self.emit == EmitMode::OnWindowClose && self.aggregates == 0 && self.joins == 0 {
             let Some(column) = &info.watermark else {
                 return Err(no_watermark(name, None));
             };
