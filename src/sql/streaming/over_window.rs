@@ -172,7 +172,7 @@ fn reach(function: &WindowFunction) -> Reach {
             Some(Expr::Literal(value, _)) => integer(value).or(Some(1)),
             Some(_) => None,
         };
-        return match offset.map(|offset| offset * direction) {
+        return match offset.and_then(|offset| offset.checked_mul(direction)) {
             Some(back) if back >= 0 => Reach::Rows {
                 before: back as u64,
                 after: 0,
@@ -232,6 +232,29 @@ mod tests {
 
     fn rows(start: WindowFrameBound, end: WindowFrameBound) -> WindowFrame {
         WindowFrame::new_bounds(WindowFrameUnits::Rows, start, end)
+    }
+
+    #[test]
+    fn lag_and_lead_reach_their_offset_either_way_and_extreme_offsets_do_not_overflow() {
+        use datafusion::functions_window::expr_fn::{lag, lead};
+        use datafusion::logical_expr::col;
+        let reach_of = |expr: Expr| match expr {
+            Expr::WindowFunction(function) => reach(&function),
+            other => panic!("{other}"),
+        };
+        let rows = |before, after| Reach::Rows { before, after };
+        assert_eq!(reach_of(lag(col("v"), None, None)), rows(1, 0));
+        assert_eq!(reach_of(lag(col("v"), Some(3), None)), rows(3, 0));
+        assert_eq!(reach_of(lag(col("v"), Some(-2), None)), rows(0, 2));
+        assert_eq!(reach_of(lead(col("v"), Some(2), None)), rows(0, 2));
+        assert_eq!(
+            reach_of(lag(col("v"), Some(i64::MIN), None)),
+            rows(0, 1 << 63)
+        );
+        assert_eq!(
+            reach_of(lead(col("v"), Some(i64::MIN), None)),
+            Reach::Partition
+        );
     }
 
     #[test]
