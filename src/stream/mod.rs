@@ -5,6 +5,7 @@
 
 pub mod alignment;
 pub mod append_observer;
+pub mod branch;
 pub mod checkpoint;
 pub mod checkpoint_store;
 pub mod dataflow;
