@@ -116,6 +116,8 @@ enum ScenarioChoice {
     /// The Nexmark queries that read bids only (q0, q1, q2, q5, q7, q11).
     Nexmark,
     Recovery,
+    /// The Nexmark generator alone, and a nexmark source into a view.
+    Sources,
 }
 
 impl ScenarioChoice {
@@ -134,6 +136,7 @@ impl ScenarioChoice {
             ScenarioChoice::KeyedSession => vec![Scenario::KeyedSession],
             ScenarioChoice::Nexmark => Scenario::NEXMARK.to_vec(),
             ScenarioChoice::Recovery => vec![Scenario::Recovery],
+            ScenarioChoice::Sources => Vec::new(),
         }
     }
 }
@@ -222,6 +225,13 @@ async fn run(command: Command) -> weir::error::Result<()> {
 }
 
 async fn bench(options: BenchOptions) -> weir::error::Result<()> {
+    if let ScenarioChoice::Sources = options.scenario {
+        let temporary = std::env::temp_dir().join(format!("weir-bench-{}", std::process::id()));
+        let root = options.data_dir.clone().unwrap_or(temporary.clone());
+        let outcome = weir::bench::sources::run(options.rows, &root).await;
+        let _ = std::fs::remove_dir_all(&temporary);
+        return outcome;
+    }
     let workload = Workload {
         rows: options.rows,
         batch_rows: options.batch_rows,
@@ -242,6 +252,7 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
         options.checkpoint_interval_ms,
     ));
     engine.start_clock();
+    engine.start_sources();
     if let Some(listen) = &options.metrics_listen {
         serve_metrics(&engine, listen).await?;
     }

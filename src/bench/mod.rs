@@ -17,6 +17,7 @@ use futures::TryStreamExt;
 
 mod generator;
 mod scenarios;
+pub mod sources;
 
 pub use generator::{BidGenerator, EventGenerator};
 pub use scenarios::Scenario;

@@ -75,6 +75,21 @@ pub struct StreamDefinition {
     /// Rows whose event time is this far behind the watermark are deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_ms: Option<i64>,
+    /// A source (`CREATE SOURCE`): the connector that writes its rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceDefinition>,
+}
+
+/// A source's connector and its options, as `CREATE SOURCE` gave them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceDefinition {
+    pub connector: String,
+    /// Every `WITH` option but the table options, names lower case.
+    pub options: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encode: Option<String>,
 }
 
 /// A source's watermark after row i is max(column over rows 1..i) - delay.

@@ -1,7 +1,9 @@
 //! Where rows enter and leave the dataflow: tables' durable logs (the
-//! sources every write and COPY lands in), materialized views' stored
+//! sources every write and COPY lands in), the connectors that feed
+//! `CREATE SOURCE` relations (`source`), materialized views' stored
 //! results (the sinks), and the Postgres COPY text and CSV formats.
 
 pub mod pg_copy;
+pub mod source;
 pub mod table;
 pub mod view_result;

@@ -14,8 +14,9 @@ use datafusion::physical_plan::collect;
 use super::sql_types::create_table_sql;
 use super::Engine;
 use crate::catalog::{
-    RelationDefinition, RelationKind, StreamDefinition, TableParts, WatermarkDefinition,
-    BLANK_PADDED_METADATA, DATABASE_NAME, MAX_CHARACTERS_METADATA, SCHEMA_NAME,
+    RelationDefinition, RelationKind, SourceDefinition, StreamDefinition, TableParts,
+    WatermarkDefinition, BLANK_PADDED_METADATA, DATABASE_NAME, MAX_CHARACTERS_METADATA,
+    SCHEMA_NAME,
 };
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::StreamOptions;
@@ -141,13 +142,27 @@ impl Engine {
         distinct_columns(create.input.schema())?;
         let parts = table_parts(create, sql);
         let is_create_as = !matches!(create.input.as_ref(), LogicalPlan::EmptyRelation(_));
+        let is_source = stream.is_some_and(|options| options.source.is_some());
+        if is_source && is_create_as {
+            return Err(
+                WeirError::unsupported("CREATE SOURCE … AS SELECT is not supported")
+                    .with_hint("A source's rows come from its connector: list its columns."),
+            );
+        }
         if !is_create_as {
             let stream = match stream {
                 Some(options) => Some(stream_definition(state, &parts, options).await?),
                 None => None,
             };
+            let source = stream.as_ref().and_then(|stream| stream.source.clone());
             self.catalog.create_table(&name, sql, parts, stream)?;
-            return Ok(CommandDone::new("CREATE TABLE"));
+            return Ok(match source {
+                Some(source) => {
+                    self.start_source(&name, source);
+                    CommandDone::new("CREATE SOURCE")
+                }
+                None => CommandDone::new("CREATE TABLE"),
+            });
         }
         // CREATE TABLE AS: record a plain CREATE TABLE (the query may later
         // stop planning), then fill the table from the query.
@@ -177,6 +192,22 @@ impl Engine {
     /// DROP TABLE once the table's queued writes are in; writes waiting
     /// for it fail with 42P01 instead of writing rows nobody can read.
     async fn drop_table(&self, reference: &TableReference, if_exists: bool) -> Result<CommandDone> {
+        let name = relation_name(reference)?;
+        if let Some(log) = self.catalog.table(&name).filter(|log| log.is_source()) {
+            return Err(WeirError::new(
+                sqlstate::WRONG_OBJECT_TYPE,
+                format!("\"{}\" is a source", log.name()),
+            )
+            .with_hint(format!("Use DROP SOURCE {name};")));
+        }
+        self.drop_table_log(reference, if_exists).await
+    }
+
+    async fn drop_table_log(
+        &self,
+        reference: &TableReference,
+        if_exists: bool,
+    ) -> Result<CommandDone> {
         let log = self.catalog.table(&relation_name(reference)?);
         let paused = match &log {
             Some(log) => Some(log.pause_writes().await),
@@ -188,6 +219,30 @@ impl Engine {
         }
         drop(paused);
         Ok(done)
+    }
+
+    /// `DROP SOURCE [IF EXISTS] name`: stops its connector, then drops it
+    /// as a table is dropped.
+    pub async fn drop_source(&self, name: &str, if_exists: bool) -> Result<CommandDone> {
+        let tag = "DROP SOURCE";
+        match self.catalog.table(name) {
+            None if self.catalog.get(name).is_some() => Err(not_a_source(name)),
+            None if if_exists => Ok(CommandDone::new(tag).with_notice(Notice::info(&format!(
+                "source \"{name}\" does not exist, skipping"
+            )))),
+            None => Err(WeirError::undefined_table(name)),
+            Some(log) if !log.is_source() => Err(not_a_source(name)),
+            Some(_) => {
+                if !self.catalog.dependents(name).is_empty() {
+                    // The relation's own error names the dependent view.
+                    self.drop_relation(&TableReference::bare(name), false, RelationKind::Table)?;
+                }
+                self.stop_source(name);
+                self.drop_table_log(&TableReference::bare(name), false)
+                    .await?;
+                Ok(CommandDone::new(tag))
+            }
+        }
     }
 
     fn drop_relation(
@@ -227,6 +282,14 @@ impl Engine {
             ))),
         }
     }
+}
+
+fn not_a_source(name: &str) -> WeirError {
+    WeirError::new(
+        sqlstate::WRONG_OBJECT_TYPE,
+        format!("\"{name}\" is not a source"),
+    )
+    .with_hint("DROP TABLE, DROP VIEW or DROP MATERIALIZED VIEW drop the others.")
 }
 
 async fn stream_definition(
@@ -285,11 +348,32 @@ async fn stream_definition(
         )
         .with_hint("Add WATERMARK FOR <time column> to the table."));
     }
+    let source = options.source.as_ref().map(source_definition).transpose()?;
+    if let Some(source) = &source {
+        // Refuses unknown connectors, options and columns now, not later.
+        crate::connectors::source::open_reader(source, &parts.schema, None)?;
+    }
     Ok(StreamDefinition {
         watermark,
         append_only: options.append_only,
         proctime: options.proctime.clone(),
         retention_ms: options.retention_ms,
+        source,
+    })
+}
+
+fn source_definition(clause: &crate::sql::SourceClause) -> Result<SourceDefinition> {
+    let options: std::collections::BTreeMap<String, String> =
+        clause.options.iter().cloned().collect();
+    let connector = options
+        .get("connector")
+        .cloned()
+        .ok_or_else(|| WeirError::internal("a source without a connector"))?;
+    Ok(SourceDefinition {
+        connector: connector.to_ascii_lowercase(),
+        options,
+        format: clause.format.clone(),
+        encode: clause.encode.clone(),
     })
 }
 

@@ -10,6 +10,7 @@ mod materialized;
 mod output_limits;
 pub mod pg_catalog;
 pub mod relations;
+mod sources;
 pub mod sql_types;
 mod system_settings;
 pub mod system_tables;
@@ -60,6 +61,8 @@ pub struct Engine {
     /// never races a DROP of what it reads or a CREATE of the same name.
     catalog_changes: tokio::sync::Mutex<()>,
     connections: connections::ConnectionCounts,
+    /// The connectors feeding sources.
+    sources: Arc<sources::SourceRuns>,
 }
 
 impl Engine {
@@ -119,7 +122,8 @@ impl Engine {
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
         let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
-        register_system_tables(&context, &catalog, &checkpoints)?;
+        let sources = Arc::new(sources::SourceRuns::default());
+        register_system_tables(&context, &catalog, &checkpoints, &sources)?;
         information_schema::register(&context, DATABASE_NAME).await?;
         let engine = Engine {
             context,
@@ -132,6 +136,7 @@ impl Engine {
             system_settings: Default::default(),
             catalog_changes: tokio::sync::Mutex::new(()),
             connections: connections::ConnectionCounts::default(),
+            sources,
         };
         engine.load_system_settings()?;
         engine.recover().await?;
@@ -198,7 +203,8 @@ impl Engine {
                 Some(
                     sql::Statement::Flush
                     | sql::Statement::AlterSystem { .. }
-                    | sql::Statement::AlterRetention(_),
+                    | sql::Statement::AlterRetention(_)
+                    | sql::Statement::DropSource { .. },
                 )
                 | None => {
                     return Err(WeirError::internal(format!(
@@ -241,8 +247,13 @@ fn register_system_tables(
     context: &SessionContext,
     catalog: &Arc<Relations>,
     checkpoints: &Arc<checkpoint::CheckpointHistory>,
+    sources: &Arc<sources::SourceRuns>,
 ) -> Result<()> {
     let system = Arc::new(MemorySchemaProvider::new());
+    system.register_table(
+        "sources".to_string(),
+        Arc::new(sources::sources_table(sources, catalog)),
+    )?;
     for (name, table) in checkpoint::system_tables(checkpoints) {
         system.register_table(name.to_string(), Arc::new(table))?;
     }

@@ -426,7 +426,7 @@ impl Relations {
     }
 
     /// Relations reading `name` (or its side output).
-    fn dependents(&self, name: &str) -> Vec<String> {
+    pub fn dependents(&self, name: &str) -> Vec<String> {
         let late = side_output_name(name);
         self.read()
             .values()

@@ -90,6 +90,7 @@ impl Session {
             .relations()
             .table(table)
             .ok_or_else(|| WeirError::undefined_table(table))?;
+        log.check_writable()?;
         let table_schema = log.schema();
         let columns = if columns.is_empty() {
             table_schema.clone()

@@ -103,7 +103,9 @@ fn changes_catalog(action: &Action) -> bool {
         Action::Plan(plan) => matches!(plan.as_ref(), LogicalPlan::Ddl(_)),
         Action::Utility(utility) => matches!(
             utility,
-            Utility::DropMaterializedView { .. } | Utility::AlterRetention(_)
+            Utility::DropMaterializedView { .. }
+                | Utility::DropSource { .. }
+                | Utility::AlterRetention(_)
         ),
         Action::MaterializedView(view) => !view.explain,
     }
@@ -237,6 +239,12 @@ impl Session {
                     Utility::AlterSystem { name, value },
                 ))
             }
+            sql::Statement::DropSource { names, if_exists } => {
+                return Ok(Prepared::utility(
+                    "DROP SOURCE".to_string(),
+                    Utility::DropSource { names, if_exists },
+                ))
+            }
             sql::Statement::CreateMaterializedView(view) => {
                 let fields = if view.explain {
                     vec![datafusion::arrow::datatypes::Field::new(
@@ -265,6 +273,11 @@ impl Session {
         let (statement, on_conflict) = upsert::without_on_conflict(statement)?;
         let state = self.state()?;
         let plan = self.engine.plan(&state, &statement).await?;
+        if let LogicalPlan::Dml(dml) = &plan {
+            if let Some(log) = self.engine.relations().table(dml.table_name.table()) {
+                log.check_writable()?;
+            }
+        }
         let parameter_types = parameter_types(&plan, &state)?;
         let plan = with_parameter_types(plan, &parameter_types);
         let result_schema = match &plan {
@@ -320,6 +333,19 @@ impl Session {
         };
         match &prepared.action {
             Action::Utility(Utility::Commit) => Ok(Outcome::TransactionEnd(self.commit().await?)),
+            Action::Utility(Utility::Flush) => {
+                // Writes reach every view before they are acknowledged;
+                // sources' connectors may have read rows not yet committed.
+                self.engine.flush_sources().await;
+                Ok(Outcome::Done(CommandDone::new("FLUSH")))
+            }
+            Action::Utility(Utility::DropSource { names, if_exists }) => {
+                let mut done = CommandDone::new("DROP SOURCE");
+                for name in names {
+                    done = self.engine.drop_source(name, *if_exists).await?;
+                }
+                Ok(Outcome::Done(done))
+            }
             Action::Utility(utility) => self.execute_utility(utility),
             Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
             Action::Plan(plan) => {
@@ -440,9 +466,9 @@ impl Session {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("RESET")))
             }
-            // Writes reach everything that depends on them before they are
-            // acknowledged, so there is nothing to wait for.
-            Utility::Flush => Ok(Outcome::Done(CommandDone::new("FLUSH"))),
+            Utility::Flush | Utility::DropSource { .. } => Err(WeirError::internal(
+                "an asynchronous utility ran synchronously",
+            )),
             Utility::Deallocate { name } => {
                 let tag = if name.is_some() {
                     "DEALLOCATE"
@@ -477,13 +503,18 @@ impl Session {
                         .collect(),
                 )
             }
-            Utility::ShowTables => {
+            Utility::ShowTables | Utility::ShowSources => {
+                let sources = matches!(utility, Utility::ShowSources);
                 let names = self
                     .engine
                     .relations()
                     .definitions()
                     .into_iter()
                     .filter(|definition| definition.kind == crate::catalog::RelationKind::Table)
+                    .filter(|definition| {
+                        let source = definition.stream.as_ref().and_then(|s| s.source.as_ref());
+                        source.is_some() == sources
+                    })
                     .map(|definition| vec![definition.name]);
                 let mut names: Vec<_> = names.collect();
                 names.sort();

@@ -46,6 +46,7 @@ pub enum Utility {
     },
     ShowAll,
     ShowTables,
+    ShowSources,
     ShowMaterializedViews,
     AlterRetention(crate::sql::alter_table::AlterRetention),
     /// `value` None is RESET.
@@ -54,6 +55,10 @@ pub enum Utility {
         value: Option<String>,
     },
     DropMaterializedView {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    DropSource {
         names: Vec<String>,
         if_exists: bool,
     },
@@ -79,7 +84,9 @@ impl Utility {
         let fields = match self {
             Utility::Show { name } => vec![text(name)],
             Utility::ShowAll => vec![text("name"), text("setting")],
-            Utility::ShowTables | Utility::ShowMaterializedViews => vec![text("Name")],
+            Utility::ShowTables | Utility::ShowSources | Utility::ShowMaterializedViews => {
+                vec![text("Name")]
+            }
             Utility::ShowCreate { .. } => vec![text("Name"), text("Create Sql")],
             _ => vec![],
         };
@@ -240,6 +247,7 @@ fn classify_show(variable: &[ast::Ident]) -> Utility {
     let name = match words.join(" ").as_str() {
         "all" => return Utility::ShowAll,
         "tables" => return Utility::ShowTables,
+        "sources" => return Utility::ShowSources,
         "materialized views" => return Utility::ShowMaterializedViews,
         "time zone" => "timezone".to_string(),
         "transaction isolation level" => "transaction_isolation".to_string(),

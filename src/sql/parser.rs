@@ -43,6 +43,8 @@ pub enum Statement {
     AlterSystem { name: String, value: Option<String> },
     /// `ALTER TABLE t SET (retention = ...)` / `RESET (retention)`.
     AlterRetention(super::alter_table::AlterRetention),
+    /// `DROP SOURCE [IF EXISTS] name, ...`.
+    DropSource { names: Vec<String>, if_exists: bool },
 }
 
 /// Words that mark a statement as a client's catalog query.
@@ -110,6 +112,10 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     if let Some(alter) = super::alter_table::parse(&tokens)? {
         return Ok(Statement::AlterRetention(alter));
     }
+    if let Some((names, if_exists)) = super::source_ddl::parse_drop(&tokens)? {
+        return Ok(Statement::DropSource { names, if_exists });
+    }
+    let tokens = super::source_ddl::show_create_as_table(tokens);
     let tokens = windows::normalize_flink_spelling(tokens)?;
     let (tokens, lookup_tables) = super::lookup_join::strip(tokens)?;
     let tokens = materialized::show_create_as_view(tokens);

@@ -24,6 +24,9 @@ pub struct StreamOptions {
     /// `WITH (retention = ...)` in milliseconds.
     #[serde(default)]
     pub retention_ms: Option<i64>,
+    /// A `CREATE SOURCE`: its connector options and format.
+    #[serde(default)]
+    pub source: Option<super::source_ddl::SourceClause>,
 }
 
 /// `WATERMARK FOR column AS column - delay`.
@@ -46,6 +49,7 @@ fn significant(tokens: &[TokenWithSpan]) -> impl Iterator<Item = (usize, &Token)
 pub fn extract(
     mut tokens: Vec<TokenWithSpan>,
 ) -> Result<(Vec<TokenWithSpan>, Option<StreamOptions>)> {
+    let source = super::source_ddl::extract(&mut tokens)?;
     let is_create_table = {
         let mut words = significant(&tokens).map(|(_, token)| token);
         words.next().is_some_and(|t| is_word(t, "CREATE"))
@@ -55,11 +59,17 @@ pub fn extract(
         return Ok((tokens, None));
     }
     let proctime = super::table_time::extract_proctime(&mut tokens)?;
-    let with = super::table_time::extract_with_options(&mut tokens)?;
+    let with = match &source {
+        Some((_, with)) => *with,
+        None => super::table_time::extract_with_options(&mut tokens)?,
+    };
     let mut options = StreamOptions {
         proctime,
         idle_timeout_ms: with.watermark_idle_timeout_ms,
         retention_ms: with.retention_ms,
+        // A source only ever appends what its connector reads.
+        append_only: source.is_some(),
+        source: source.map(|(clause, _)| clause),
         ..StreamOptions::default()
     };
     if let Some((start, end)) = find_watermark(&tokens) {

@@ -24,7 +24,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::changes::TableChanges;
 use super::group_commit::{encode_entries, PreparedWrite, Spilled};
 use super::unique::KeyChanges;
-use super::{CommitGate, TableLog};
+use super::{lock, CommitGate, TableLog};
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::WriteBatch;
 use crate::stream::WatermarkTracker;
@@ -55,6 +55,8 @@ pub struct BulkWrite {
     /// What the write did to the unique indexes, undone if not committed.
     keys: KeyChanges,
     queued: bool,
+    /// A source's write: its connector's position after these rows.
+    position: Option<String>,
 }
 
 impl TableLog {
@@ -76,6 +78,49 @@ impl TableLog {
             write.add(batch)?;
         }
         write.commit(gate).await
+    }
+}
+
+impl TableLog {
+    /// For a source: where its connector stands after the committed rows.
+    pub fn source_position(&self) -> Option<String> {
+        lock(&self.source_position).clone()
+    }
+
+    pub(super) fn set_source_position(&self, position: Option<String>) {
+        if position.is_some() {
+            *lock(&self.source_position) = position;
+        }
+    }
+
+    /// Whether the table is a source, written by its connector alone.
+    pub fn is_source(&self) -> bool {
+        self.source
+    }
+
+    /// Fails for a source: only its connector writes it.
+    pub fn check_writable(&self) -> Result<()> {
+        match self.source {
+            false => Ok(()),
+            true => Err(WeirError::new(
+                crate::error::sqlstate::WRONG_OBJECT_TYPE,
+                format!("cannot write to source \"{}\"", self.name),
+            )
+            .with_hint("A source's rows come from its connector; write to a table instead.")),
+        }
+    }
+
+    /// A source's connector appends `rows` (fewer than `SPILL_ROWS`) and
+    /// the position after them, durably and in one commit.
+    pub async fn append_from_source(
+        self: &Arc<Self>,
+        rows: RecordBatch,
+        position: String,
+    ) -> Result<u64> {
+        let mut write = BulkWrite::begin_small(self.clone()).await;
+        write.position = Some(position);
+        write.add(rows)?;
+        write.commit(None).await
     }
 }
 
@@ -114,6 +159,7 @@ impl BulkWrite {
             events,
             keys: KeyChanges::default(),
             queued: false,
+            position: None,
         }
     }
 
@@ -124,6 +170,9 @@ impl BulkWrite {
 
     /// Takes more rows, some of them retractions (UPDATE, DELETE).
     pub fn add_changes(&mut self, changes: TableChanges) -> Result<()> {
+        if self.position.is_none() {
+            self.log.check_writable()?;
+        }
         if changes.num_rows() == 0 {
             return Ok(());
         }
@@ -253,6 +302,7 @@ impl BulkWrite {
             spilled,
             rows,
             keys: std::mem::take(&mut self.keys),
+            position: self.position.take(),
         }))
     }
 }

@@ -18,12 +18,15 @@ use crate::state::batch_codec::{
 use crate::state::{key, Entries, StateStore, StoredSize, WriteBatch};
 
 /// The committed state of a table's log.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogHead {
     /// Rows committed; entries from this offset on are not part of the table.
     pub rows: u64,
     /// The largest event time of the committed rows, for the watermark.
     pub max_event_ns: Option<i64>,
+    /// A source's connector position after the committed rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<String>,
 }
 
 /// One stored entry: consecutive rows from `first_row`.

@@ -59,6 +59,8 @@ pub(super) struct PreparedWrite {
     pub rows: Option<TableChanges>,
     /// What the write did to the table's unique indexes.
     pub keys: KeyChanges,
+    /// A source's connector position after these rows.
+    pub position: Option<String>,
 }
 
 /// Rows a write spilled to the log from `first_row` on, and the table's
@@ -236,6 +238,8 @@ struct Placed {
     unencoded_at: u64,
     /// What the group does to where the table's live rows are.
     locations: LocationChanges,
+    /// A source's connector position after the placed rows.
+    position: Option<String>,
 }
 
 impl Placed {
@@ -266,7 +270,11 @@ impl Placement {
             unencoded: Vec::new(),
             unencoded_at: 0,
             locations: LocationChanges::default(),
+            position: log.source_position(),
         });
+        if write.position.is_some() {
+            placed.position = write.position.clone();
+        }
         let (first_row, spilled_rows) = match &write.spilled {
             Some(spilled) => {
                 placed.encode(batch)?;
@@ -328,7 +336,10 @@ impl Placement {
     fn finish(&mut self, batch: &mut WriteBatch) -> Result<()> {
         for placed in self.tables.values_mut() {
             placed.encode(batch)?;
-            let head = placed.log.head_after(placed.rows, placed.events.as_ref());
+            let head =
+                placed
+                    .log
+                    .head_after(placed.rows, placed.events.as_ref(), placed.position.clone());
             batch.put(head_key(placed.log.id), encode_head(&head)?);
         }
         Ok(())
@@ -341,6 +352,7 @@ impl Placement {
                 lock(locations).apply(std::mem::take(&mut placed.locations));
             }
             placed.log.published(placed.rows, placed.events.clone());
+            placed.log.set_source_position(placed.position.take());
         }
     }
 }

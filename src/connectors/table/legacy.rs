@@ -57,6 +57,7 @@ pub fn migrate(
     let head = LogHead {
         rows,
         max_event_ns: tracker.as_ref().and_then(WatermarkTracker::max_event_ns),
+        position: None,
     };
     if found {
         let mut finish = WriteBatch::new();

@@ -114,6 +114,10 @@ pub struct TableLog {
     /// `WITH (retention = ...)`: rows this far behind the watermark go.
     /// `NO_RETENTION` when rows are kept; ALTER TABLE changes it.
     retention_ns: AtomicI64,
+    /// A source: its connector alone writes it.
+    source: bool,
+    /// A source's connector position after the committed rows.
+    source_position: Mutex<Option<String>>,
 }
 
 /// What `TableLog::storage` reports (`weir_catalog.tables`).
@@ -220,6 +224,8 @@ impl TableLog {
             retention_ns: AtomicI64::new(retention_ns(
                 stream.and_then(|stream| stream.retention_ms),
             )),
+            source: stream.is_some_and(|stream| stream.source.is_some()),
+            source_position: Mutex::new(head.position),
         })
     }
 
@@ -364,11 +370,18 @@ impl TableLog {
         self.visible_rows.load(Ordering::Acquire)
     }
 
-    /// The head a commit writes: `rows` in all, events seen up to the tracker.
-    fn head_after(&self, rows: u64, tracker: Option<&WatermarkTracker>) -> LogHead {
+    /// The head a commit writes: `rows` in all, events seen up to the
+    /// tracker, a source's connector at `position`.
+    fn head_after(
+        &self,
+        rows: u64,
+        tracker: Option<&WatermarkTracker>,
+        position: Option<String>,
+    ) -> LogHead {
         LogHead {
             rows,
             max_event_ns: tracker.and_then(WatermarkTracker::max_event_ns),
+            position,
         }
     }
 

@@ -135,6 +135,7 @@ fn clocked() -> (SchemaRef, StreamDefinition) {
         append_only: true,
         proctime: None,
         retention_ms: None,
+        source: None,
     };
     (schema, stream)
 }

@@ -1,0 +1,87 @@
+//! Connectors that feed sources. A reader produces a source's rows in
+//! order and says where it stands after them (its *position*, text the
+//! reader alone understands); the engine's runner appends the rows to the
+//! source's log and stores the position in the same commit, so a restart
+//! resumes exactly after the last rows committed: none lost, none twice.
+
+mod columns;
+pub mod datagen;
+pub mod nexmark;
+mod options;
+mod pacing;
+
+use std::time::Duration;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::catalog::SourceDefinition;
+use crate::error::{sqlstate, Result, WeirError};
+
+/// What a read gives.
+pub enum Read {
+    /// Rows (possibly none, when the reader moved past input it skips).
+    Rows(RecordBatch),
+    /// Nothing yet: ask again after this long.
+    Wait(Duration),
+    /// The input has ended (a bounded generator).
+    Finished,
+}
+
+pub trait SourceReader: Send {
+    /// The next rows, at most `max_rows` of them.
+    fn read(&mut self, max_rows: usize) -> Result<Read>;
+    /// Where the reader stands after the rows it has returned.
+    fn position(&self) -> String;
+}
+
+/// The connectors there are.
+pub const CONNECTORS: &str = "nexmark, datagen";
+
+/// A reader for `definition`'s connector over the source's columns,
+/// resuming at `position` (None: from the start). Checks the options, so
+/// CREATE SOURCE calls it to refuse bad ones.
+pub fn open_reader(
+    definition: &SourceDefinition,
+    schema: &SchemaRef,
+    position: Option<&str>,
+) -> Result<Box<dyn SourceReader>> {
+    check_format(definition)?;
+    let at = match position {
+        None => 0,
+        Some(text) => text.parse::<u64>().map_err(|_| {
+            WeirError::new(
+                sqlstate::DATA_CORRUPTED,
+                format!("the stored position of a source, {text:?}, is not a row number"),
+            )
+        })?,
+    };
+    match definition.connector.to_ascii_lowercase().as_str() {
+        "nexmark" => {
+            let options = nexmark::NexmarkOptions::parse(&definition.options)?;
+            Ok(Box::new(nexmark::NexmarkReader::new(options, schema, at)?))
+        }
+        "datagen" => {
+            let options = datagen::DatagenOptions::parse(&definition.options, schema)?;
+            Ok(Box::new(datagen::DatagenReader::new(options, schema, at)))
+        }
+        other => Err(WeirError::new(
+            sqlstate::FEATURE_NOT_SUPPORTED,
+            format!("connector \"{other}\" is not supported"),
+        )
+        .with_hint(format!("The connectors are {CONNECTORS}."))),
+    }
+}
+
+/// Generators make rows, not messages: any FORMAT is PLAIN and any ENCODE
+/// is accepted, as RisingWave does for them.
+fn check_format(definition: &SourceDefinition) -> Result<()> {
+    match definition.format.as_deref() {
+        None | Some("PLAIN") => Ok(()),
+        Some(other) => Err(WeirError::new(
+            sqlstate::FEATURE_NOT_SUPPORTED,
+            format!("FORMAT {other} is not supported"),
+        )
+        .with_hint("Use FORMAT PLAIN (or leave the clause out).")),
+    }
+}

@@ -1,0 +1,337 @@
+//! Runs each source's connector: one task per source reads rows (on a
+//! blocking thread, since generating or decoding them is CPU work) and
+//! appends them to the source's log together with the connector's
+//! position, so a restart resumes right after the last committed rows.
+//! A failed append (a view's expression failed on the rows) is retried
+//! with the same rows after the views are repaired; the failure is shown
+//! in `weir_catalog.sources`. FLUSH waits until every source has
+//! committed what it had read.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+
+use super::system_tables::ComputedTable;
+use super::Engine;
+use crate::catalog::SourceDefinition;
+use crate::connectors::source::{open_reader, Read, SourceReader};
+use crate::connectors::table::TableLog;
+use crate::error::{sqlstate, Result, WeirError};
+
+/// Rows a source commits at most at once (one fsync).
+const ROWS_PER_COMMIT: usize = 64 * 1024;
+/// The longest a waiting reader sleeps before it is asked again.
+const LONGEST_WAIT: Duration = Duration::from_millis(100);
+/// How long a source waits before retrying rows that failed to commit.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Every running source of the engine.
+#[derive(Default)]
+pub struct SourceRuns {
+    /// Set by `start_sources`: new sources start as they are created.
+    engine: std::sync::OnceLock<Weak<Engine>>,
+    runs: Mutex<HashMap<String, Arc<SourceRun>>>,
+}
+
+/// One source's runner, as the catalog and FLUSH see it.
+pub struct SourceRun {
+    connector: String,
+    stop: AtomicBool,
+    status: Mutex<Status>,
+    progress: tokio::sync::Notify,
+}
+
+#[derive(Default, Clone)]
+struct Status {
+    state: &'static str,
+    rows_read: u64,
+    rows_committed: u64,
+    errors: u64,
+    last_error: Option<String>,
+}
+
+impl SourceRun {
+    fn update(&self, change: impl FnOnce(&mut Status)) {
+        change(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
+        self.progress.notify_waiters();
+    }
+
+    fn status(&self) -> Status {
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Waits until the rows read by now are committed, or the source
+    /// stopped reading.
+    async fn caught_up(&self) {
+        let target = self.status().rows_read;
+        loop {
+            let waiting = self.progress.notified();
+            let status = self.status();
+            let running = matches!(status.state, "running" | "waiting");
+            let failing = status.last_error.is_some();
+            if status.rows_committed >= target || !running || failing || self.stopped() {
+                return;
+            }
+            waiting.await;
+        }
+    }
+}
+
+impl Engine {
+    /// Starts every source's connector; later CREATE SOURCEs start theirs.
+    pub fn start_sources(self: &Arc<Self>) {
+        let _ = self.sources.engine.set(Arc::downgrade(self));
+        for definition in self.catalog.definitions() {
+            if let Some(source) = definition.stream.and_then(|stream| stream.source) {
+                self.start_source(&definition.name, source);
+            }
+        }
+    }
+
+    /// Starts source `name`'s connector if sources run in this engine.
+    pub(super) fn start_source(&self, name: &str, definition: SourceDefinition) {
+        let Some(engine) = self.sources.engine.get().cloned() else {
+            return;
+        };
+        let Some(log) = self.catalog.table(name) else {
+            return;
+        };
+        let run = Arc::new(SourceRun {
+            connector: definition.connector.clone(),
+            stop: AtomicBool::new(false),
+            status: Mutex::new(Status {
+                state: "running",
+                rows_committed: log.row_count(),
+                rows_read: log.row_count(),
+                ..Status::default()
+            }),
+            progress: tokio::sync::Notify::new(),
+        });
+        let previous = lock(&self.sources.runs).insert(name.to_string(), run.clone());
+        if let Some(previous) = previous {
+            previous.stop.store(true, Ordering::Release);
+        }
+        tokio::spawn(run_source(engine, log, run, definition));
+    }
+
+    /// Stops source `name`'s connector (DROP SOURCE).
+    pub(super) fn stop_source(&self, name: &str) {
+        if let Some(run) = lock(&self.sources.runs).remove(name) {
+            run.stop.store(true, Ordering::Release);
+            run.progress.notify_waiters();
+        }
+    }
+
+    /// FLUSH: waits until every source's rows read so far are committed
+    /// (and so in every view).
+    pub async fn flush_sources(&self) {
+        let runs: Vec<Arc<SourceRun>> = lock(&self.sources.runs).values().cloned().collect();
+        for run in runs {
+            run.caught_up().await;
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Rows read in one go, the position after them and what came next.
+struct Gathered {
+    rows: Option<RecordBatch>,
+    position: String,
+    then: Option<Read>,
+}
+
+/// Reads until `ROWS_PER_COMMIT` rows, or the reader waits or ends.
+fn gather(reader: &mut dyn SourceReader, schema: &SchemaRef) -> Result<Gathered> {
+    let mut batches = Vec::new();
+    let mut rows = 0;
+    let then = loop {
+        match reader.read(ROWS_PER_COMMIT - rows)? {
+            Read::Rows(batch) => {
+                rows += batch.num_rows();
+                batches.push(batch);
+                if rows >= ROWS_PER_COMMIT {
+                    break None;
+                }
+            }
+            other => break Some(other),
+        }
+    };
+    let rows = match batches.len() {
+        0 => None,
+        1 => batches.pop(),
+        _ => Some(concat_batches(schema, &batches)?),
+    };
+    Ok(Gathered {
+        rows: rows.filter(|rows| rows.num_rows() > 0),
+        position: reader.position(),
+        then,
+    })
+}
+
+async fn run_source(
+    engine: Weak<Engine>,
+    log: Arc<TableLog>,
+    run: Arc<SourceRun>,
+    definition: SourceDefinition,
+) {
+    let schema = log.schema();
+    let position = log.source_position();
+    let mut reader = match open_reader(&definition, &schema, position.as_deref()) {
+        Ok(reader) => reader,
+        Err(error) => return failed(&run, error),
+    };
+    while !run.stopped() && engine.strong_count() > 0 {
+        let read_schema = schema.clone();
+        let gathered = tokio::task::spawn_blocking(move || {
+            let gathered = gather(reader.as_mut(), &read_schema);
+            (reader, gathered)
+        })
+        .await;
+        let gathered = match gathered {
+            Ok((back, Ok(gathered))) => {
+                reader = back;
+                gathered
+            }
+            Ok((_, Err(error))) => return failed(&run, error),
+            Err(_) => return failed(&run, WeirError::internal("a source's reader panicked")),
+        };
+        if let Some(rows) = gathered.rows {
+            run.update(|status| status.rows_read += rows.num_rows() as u64);
+            if !commit(&engine, &log, &run, rows, gathered.position).await {
+                return;
+            }
+        }
+        match gathered.then {
+            Some(Read::Wait(wait)) => {
+                run.update(|status| status.state = "waiting");
+                tokio::time::sleep(wait.min(LONGEST_WAIT)).await;
+                run.update(|status| status.state = "running");
+            }
+            Some(Read::Finished) => {
+                run.update(|status| status.state = "finished");
+                return;
+            }
+            Some(Read::Rows(_)) | None => {}
+        }
+    }
+}
+
+/// Appends rows until they commit; false when the source is gone.
+async fn commit(
+    engine: &Weak<Engine>,
+    log: &Arc<TableLog>,
+    run: &SourceRun,
+    rows: RecordBatch,
+    position: String,
+) -> bool {
+    loop {
+        if run.stopped() {
+            return false;
+        }
+        match log.append_from_source(rows.clone(), position.clone()).await {
+            Ok(committed) => {
+                run.update(|status| {
+                    status.rows_committed += committed;
+                    status.last_error = None;
+                });
+                return true;
+            }
+            Err(error) if error.code == sqlstate::UNDEFINED_TABLE => return false,
+            Err(error) => {
+                tracing::warn!(source = log.name(), %error.message, "a source's rows did not commit; retrying");
+                run.update(|status| {
+                    status.errors += 1;
+                    status.last_error = Some(format!("{}: {}", error.code, error.message));
+                });
+                if let Some(engine) = engine.upgrade() {
+                    engine.repair_views().await;
+                }
+                tokio::time::sleep(RETRY_AFTER).await;
+            }
+        }
+    }
+}
+
+fn failed(run: &SourceRun, error: WeirError) {
+    tracing::error!(%error.message, "a source stopped");
+    run.update(|status| {
+        status.state = "failed";
+        status.errors += 1;
+        status.last_error = Some(format!("{}: {}", error.code, error.message));
+    });
+}
+
+/// `weir_catalog.sources`: each source, its connector, what its runner is
+/// doing, rows committed, the stored position and the last error.
+pub fn sources_table(
+    runs: &Arc<SourceRuns>,
+    relations: &Arc<super::relations::Relations>,
+) -> ComputedTable {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("source_name", DataType::Utf8, false),
+        Field::new("connector", DataType::Utf8, false),
+        Field::new("state", DataType::Utf8, false),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("position", DataType::Utf8, true),
+        Field::new("errors", DataType::Int64, false),
+        Field::new("last_error", DataType::Utf8, true),
+    ]));
+    let runs = Arc::downgrade(runs);
+    let relations = Arc::downgrade(relations);
+    ComputedTable::new(schema, move |schema| {
+        let (Some(runs), Some(relations)) = (runs.upgrade(), relations.upgrade()) else {
+            return Ok(RecordBatch::new_empty(schema.clone()));
+        };
+        let runs = lock(&runs.runs);
+        let mut names: Vec<&String> = runs.keys().collect();
+        names.sort();
+        let statuses: Vec<(Status, &SourceRun)> = names
+            .iter()
+            .map(|name| (runs[*name].status(), runs[*name].as_ref()))
+            .collect();
+        let logs: Vec<Option<Arc<TableLog>>> =
+            names.iter().map(|name| relations.table(name)).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(
+                names.iter().map(|n| n.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                statuses.iter().map(|(_, run)| run.connector.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                statuses.iter().map(|(status, _)| status.state),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                logs.iter()
+                    .map(|log| log.as_ref().map_or(0, |log| log.row_count() as i64)),
+            )),
+            Arc::new(StringArray::from_iter(
+                logs.iter()
+                    .map(|log| log.as_ref().and_then(|log| log.source_position())),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                statuses.iter().map(|(status, _)| status.errors as i64),
+            )),
+            Arc::new(StringArray::from_iter(
+                statuses.iter().map(|(status, _)| status.last_error.clone()),
+            )),
+        ];
+        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    })
+}
