@@ -20,7 +20,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use super::system_tables::ComputedTable;
 use super::Engine;
 use crate::catalog::SourceDefinition;
-use crate::connectors::source::{open_reader, Read, SourceReader};
+use crate::connectors::source::{open_reader, Read, Rejected, SourceReader};
 use crate::connectors::table::TableLog;
 use crate::error::{sqlstate, Result, WeirError};
 
@@ -52,6 +52,9 @@ struct Status {
     state: &'static str,
     rows_read: u64,
     rows_committed: u64,
+    /// Records the connector could not decode (skipped), and the last.
+    rejected: u64,
+    last_rejected: Option<String>,
     errors: u64,
     last_error: Option<String>,
 }
@@ -154,6 +157,7 @@ struct Gathered {
     rows: Option<RecordBatch>,
     position: String,
     then: Option<Read>,
+    rejected: Vec<Rejected>,
 }
 
 /// Reads until `ROWS_PER_COMMIT` rows, or the reader waits or ends.
@@ -181,6 +185,7 @@ fn gather(reader: &mut dyn SourceReader, schema: &SchemaRef) -> Result<Gathered>
         rows: rows.filter(|rows| rows.num_rows() > 0),
         position: reader.position(),
         then,
+        rejected: reader.take_rejected(),
     })
 }
 
@@ -211,6 +216,13 @@ async fn run_source(
             Ok((_, Err(error))) => return failed(&run, error),
             Err(_) => return failed(&run, WeirError::internal("a source's reader panicked")),
         };
+        if let Some(last) = gathered.rejected.last() {
+            tracing::warn!(source = log.name(), rejected = gathered.rejected.len(), reason = %last.reason, "records did not decode");
+            run.update(|status| {
+                status.rejected += gathered.rejected.len() as u64;
+                status.last_rejected = Some(format!("{:?}: {}", last.record, last.reason));
+            });
+        }
         if let Some(rows) = gathered.rows {
             run.update(|status| status.rows_read += rows.num_rows() as u64);
             if !commit(&engine, &log, &run, rows, gathered.position).await {
@@ -289,8 +301,10 @@ pub fn sources_table(
         Field::new("state", DataType::Utf8, false),
         Field::new("rows", DataType::Int64, false),
         Field::new("position", DataType::Utf8, true),
+        Field::new("rejected", DataType::Int64, false),
         Field::new("errors", DataType::Int64, false),
         Field::new("last_error", DataType::Utf8, true),
+        Field::new("last_rejected", DataType::Utf8, true),
     ]));
     let runs = Arc::downgrade(runs);
     let relations = Arc::downgrade(relations);
@@ -326,10 +340,18 @@ pub fn sources_table(
                     .map(|log| log.as_ref().and_then(|log| log.source_position())),
             )),
             Arc::new(Int64Array::from_iter_values(
+                statuses.iter().map(|(status, _)| status.rejected as i64),
+            )),
+            Arc::new(Int64Array::from_iter_values(
                 statuses.iter().map(|(status, _)| status.errors as i64),
             )),
             Arc::new(StringArray::from_iter(
                 statuses.iter().map(|(status, _)| status.last_error.clone()),
+            )),
+            Arc::new(StringArray::from_iter(
+                statuses
+                    .iter()
+                    .map(|(status, _)| status.last_rejected.clone()),
             )),
         ];
         Ok(RecordBatch::try_new(schema.clone(), columns)?)

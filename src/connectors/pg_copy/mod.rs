@@ -75,6 +75,24 @@ pub fn decode(data: &str, options: &CopyOptions, schema: &SchemaRef) -> Result<R
     decode_from_line(data, options, schema, 1, options.header)
 }
 
+/// Decodes rows already split into fields (None is NULL), one per line
+/// from `first_line`: a connector's JSON objects, say.
+pub fn decode_fields(
+    rows: Vec<Vec<Option<String>>>,
+    schema: &SchemaRef,
+    first_line: usize,
+) -> Result<RecordBatch> {
+    let records: Vec<Record> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(index, fields)| Record {
+            line: first_line + index,
+            fields,
+        })
+        .collect();
+    records_to_batch(&records, schema)
+}
+
 /// Decodes a piece of the data that starts at line `first_line`.
 fn decode_from_line(
     data: &str,
@@ -88,7 +106,10 @@ fn decode_from_line(
         CopyFormat::Csv => split_csv(data, options, first_line)?,
     };
     let skip = usize::from(skip_header && !records.is_empty());
-    let records = &records[skip..];
+    records_to_batch(&records[skip..], schema)
+}
+
+fn records_to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch> {
     let width = schema.fields().len();
     for (index, record) in records.iter().enumerate() {
         if record.fields.len() != width {

@@ -6,6 +6,7 @@
 
 mod columns;
 pub mod datagen;
+pub mod file;
 pub mod nexmark;
 mod options;
 mod pacing;
@@ -33,10 +34,21 @@ pub trait SourceReader: Send {
     fn read(&mut self, max_rows: usize) -> Result<Read>;
     /// Where the reader stands after the rows it has returned.
     fn position(&self) -> String;
+    /// Records read since the last call that did not decode.
+    fn take_rejected(&mut self) -> Vec<Rejected> {
+        Vec::new()
+    }
+}
+
+/// A record a reader skipped: its text and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub record: String,
+    pub reason: String,
 }
 
 /// The connectors there are.
-pub const CONNECTORS: &str = "nexmark, datagen";
+pub const CONNECTORS: &str = "nexmark, datagen, file";
 
 /// A reader for `definition`'s connector over the source's columns,
 /// resuming at `position` (None: from the start). Checks the options, so
@@ -47,23 +59,36 @@ pub fn open_reader(
     position: Option<&str>,
 ) -> Result<Box<dyn SourceReader>> {
     check_format(definition)?;
-    let at = match position {
-        None => 0,
+    let at = || match position {
+        None => Ok(0),
         Some(text) => text.parse::<u64>().map_err(|_| {
             WeirError::new(
                 sqlstate::DATA_CORRUPTED,
                 format!("the stored position of a source, {text:?}, is not a row number"),
             )
-        })?,
+        }),
     };
     match definition.connector.to_ascii_lowercase().as_str() {
+        "file" => {
+            let options =
+                file::FileOptions::parse(&definition.options, definition.encode.as_deref())?;
+            Ok(Box::new(file::FileReader::new(options, schema, position)?))
+        }
         "nexmark" => {
             let options = nexmark::NexmarkOptions::parse(&definition.options)?;
-            Ok(Box::new(nexmark::NexmarkReader::new(options, schema, at)?))
+            Ok(Box::new(nexmark::NexmarkReader::new(
+                options,
+                schema,
+                at()?,
+            )?))
         }
         "datagen" => {
             let options = datagen::DatagenOptions::parse(&definition.options, schema)?;
-            Ok(Box::new(datagen::DatagenReader::new(options, schema, at)))
+            Ok(Box::new(datagen::DatagenReader::new(
+                options,
+                schema,
+                at()?,
+            )))
         }
         other => Err(WeirError::new(
             sqlstate::FEATURE_NOT_SUPPORTED,
@@ -73,8 +98,8 @@ pub fn open_reader(
     }
 }
 
-/// Generators make rows, not messages: any FORMAT is PLAIN and any ENCODE
-/// is accepted, as RisingWave does for them.
+/// Every connector reads plain records; ENCODE matters to the file
+/// connector alone (generators make rows, as in RisingWave).
 fn check_format(definition: &SourceDefinition) -> Result<()> {
     match definition.format.as_deref() {
         None | Some("PLAIN") => Ok(()),

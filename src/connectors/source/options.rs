@@ -74,6 +74,15 @@ impl Options {
     }
 }
 
+/// A required option that was not given.
+pub fn missing(name: &str, hint: &str) -> WeirError {
+    WeirError::new(
+        sqlstate::INVALID_PARAMETER_VALUE,
+        format!("option {name} is required"),
+    )
+    .with_hint(hint.to_string())
+}
+
 /// An out-of-range or malformed option value.
 pub fn invalid(name: &str, value: &str, hint: &str) -> WeirError {
     WeirError::new(

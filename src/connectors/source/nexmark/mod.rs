@@ -15,7 +15,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 pub use model::{Model, Table, BASE_TIME_NS};
 
 use super::columns::Fit;
-use super::options::{invalid, Options};
+use super::options::{invalid, missing, Options};
 use super::pacing::Pacing;
 use super::{Read, SourceReader};
 use crate::error::Result;
@@ -54,9 +54,8 @@ impl NexmarkOptions {
                 }
             },
             None => {
-                return Err(invalid(
+                return Err(missing(
                     "nexmark.table.type",
-                    "",
                     "Say which table the source holds: nexmark.table.type = 'Bid' (or 'Person', 'Auction').",
                 ))
             }
