@@ -213,3 +213,53 @@ SELECT * FROM unique_users ORDER BY window_start;   -- ad-hoc query of the view
     );
     assert!(output.contains("(1 row)"), "{output}");
 }
+
+/// COPY … TO STDOUT (and psql's \copy … TO, which uses it) in both
+/// formats, from a table, a column list, a query and a view; what it
+/// writes loads back with COPY FROM into equal rows.
+#[test]
+fn copy_to_stdout_writes_what_copy_from_reads() {
+    let server = TestServer::start();
+    psql(
+        &server,
+        "CREATE TABLE notes (id BIGINT, body TEXT, ok BOOLEAN, score DOUBLE, at TIMESTAMP);
+         INSERT INTO notes VALUES (1, 'tab\there, \"quoted\"', true, 0.5, TIMESTAMP '2026-01-01 10:00:00'),
+                                  (2, NULL, false, 1e20, NULL), (3, '', NULL, -0.25, TIMESTAMP '2026-01-01 10:00:01.5');
+         CREATE MATERIALIZED VIEW note_count AS SELECT count(*) AS n FROM notes;",
+    );
+    let text = psql(&server, "COPY notes TO STDOUT");
+    assert!(
+        text.contains("1\ttab\\there, \"quoted\"\tt\t0.5\t2026-01-01 10:00:00\n"),
+        "{text}"
+    );
+    assert!(text.contains("2\t\\N\tf\t1e+20\t\\N\n"), "{text}");
+    let csv = psql(
+        &server,
+        "COPY (SELECT id, body FROM notes ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)",
+    );
+    assert_eq!(
+        csv,
+        "id,body\n1,\"tab\there, \"\"quoted\"\"\"\n2,\n3,\"\"\n"
+    );
+    let columns = psql(&server, "COPY notes (id) TO STDOUT");
+    assert_eq!(columns.lines().count(), 3, "{columns}");
+    assert_eq!(psql(&server, "COPY note_count TO STDOUT"), "3\n");
+    // A round trip through a file on the client, with psql's \copy.
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("notes.csv");
+    let script = format!(
+        "\\copy notes TO '{path}' WITH (FORMAT csv)\n\
+         CREATE TABLE notes_again (id BIGINT, body TEXT, ok BOOLEAN, score DOUBLE, at TIMESTAMP);\n\
+         \\copy notes_again FROM '{path}' WITH (FORMAT csv)\n\
+         SELECT count(*) FROM (SELECT * FROM notes EXCEPT SELECT * FROM notes_again) d;",
+        path = file.display()
+    );
+    let output = psql(&server, &script);
+    assert!(output.contains("COPY 3"), "{output}");
+    assert!(output.contains("     0\n"), "{output}");
+    let refused = psql(&server, "COPY notes TO '/tmp/x.csv'");
+    assert!(
+        refused.contains("COPY … TO a file is not supported"),
+        "{refused}"
+    );
+}

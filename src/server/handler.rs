@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow_pg::datatypes::into_pg_type;
 use async_trait::async_trait;
-use futures::{Sink, SinkExt};
+use futures::{Sink, SinkExt, StreamExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::CancelHandler;
@@ -191,6 +191,13 @@ impl SessionHandler {
             Outcome::Deallocate(name, done) => {
                 deallocate(client.portal_store(), name.as_deref())?;
                 Response::Execution(tag(&done))
+            }
+            Outcome::CopyOut(copy) => {
+                let data = copy.lines.map(|line| {
+                    line.map(|line| CopyData::new(bytes::Bytes::from(line)))
+                        .map_err(to_pgwire)
+                });
+                Response::CopyOut(CopyResponse::new(0, copy.columns, data))
             }
             Outcome::CopyIn(copy) => {
                 let columns = copy.columns.fields().len();

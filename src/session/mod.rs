@@ -4,6 +4,7 @@
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
 mod copy;
+mod copy_out;
 mod current_setting;
 mod current_user;
 mod insert_template;
@@ -35,6 +36,7 @@ use crate::error::{Result, WeirError};
 use crate::sql;
 pub use crate::sql::units::{parse_memory_size, parse_milliseconds};
 pub use copy::CopyInProgress;
+pub use copy_out::CopyOut;
 pub use parameters::bound_type;
 use planning::{PlanningCache, Purpose};
 pub use settings::{Reported, Settings, SERVER_VERSION};
@@ -119,6 +121,8 @@ pub enum Outcome {
     /// A SET that clients must be told about with ParameterStatus.
     Set(CommandDone, Option<Reported>),
     CopyIn(CopyIn),
+    /// COPY … TO STDOUT: the lines to send.
+    CopyOut(copy_out::CopyOut),
     /// DEALLOCATE: the server forgets the named prepared statement (None:
     /// all of them).
     Deallocate(Option<String>, CommandDone),
@@ -346,6 +350,9 @@ impl Session {
                 }
                 Ok(Outcome::Done(done))
             }
+            Action::Utility(Utility::CopyTo { query, options }) => {
+                self.copy_out(query, options).await
+            }
             Action::Utility(utility) => self.execute_utility(utility),
             Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
             Action::Plan(plan) => {
@@ -466,9 +473,9 @@ impl Session {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("RESET")))
             }
-            Utility::Flush | Utility::DropSource { .. } => Err(WeirError::internal(
-                "an asynchronous utility ran synchronously",
-            )),
+            Utility::Flush | Utility::DropSource { .. } | Utility::CopyTo { .. } => Err(
+                WeirError::internal("an asynchronous utility ran synchronously"),
+            ),
             Utility::Deallocate { name } => {
                 let tag = if name.is_some() {
                     "DEALLOCATE"

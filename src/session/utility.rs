@@ -75,6 +75,11 @@ pub enum Utility {
         columns: Vec<String>,
         options: CopyOptions,
     },
+    /// `COPY table [(columns)] | (query) TO STDOUT`: the query to run.
+    CopyTo {
+        query: String,
+        options: CopyOptions,
+    },
 }
 
 impl Utility {
@@ -263,19 +268,49 @@ fn classify_copy(
     options: &[CopyOption],
     legacy_options: &[CopyLegacyOption],
 ) -> Result<Utility> {
+    let copy_options = copy_options(options, legacy_options)?;
+    if to {
+        let query = match (source, target) {
+            (_, target) if !matches!(target, CopyTarget::Stdout) => {
+                return Err(
+                    WeirError::unsupported("COPY … TO a file is not supported").with_hint(
+                        "COPY … TO STDOUT, or psql's \\copy … TO 'file', writes on the client.",
+                    ),
+                )
+            }
+            (CopySource::Query(query), _) => query.to_string(),
+            (
+                CopySource::Table {
+                    table_name,
+                    columns,
+                },
+                _,
+            ) => {
+                let list: Vec<String> = columns.iter().map(ToString::to_string).collect();
+                let list = if list.is_empty() {
+                    "*".to_string()
+                } else {
+                    list.join(", ")
+                };
+                format!("SELECT {list} FROM {table_name}")
+            }
+        };
+        return Ok(Utility::CopyTo {
+            query,
+            options: copy_options,
+        });
+    }
     let (
         CopySource::Table {
             table_name,
             columns,
         },
-        false,
         CopyTarget::Stdin,
-    ) = (source, to, target)
+    ) = (source, target)
     else {
         return Err(
-            WeirError::unsupported("only COPY table FROM STDIN is supported").with_hint(
-                "Use SELECT to read rows; psql's \\copy reads local files through STDIN.",
-            ),
+            WeirError::unsupported("COPY … FROM a file is not supported")
+                .with_hint("Use COPY … FROM STDIN; psql's \\copy reads local files through STDIN."),
         );
     };
     // weir has one schema, so `public.t` and `t` name the same table.
@@ -283,7 +318,6 @@ fn classify_copy(
         .0
         .last()
         .map_or_else(String::new, |part| part.to_string());
-    let copy_options = copy_options(options, legacy_options)?;
     Ok(Utility::CopyFrom {
         table: normalize_identifier(&table),
         columns: columns.iter().map(column_name).collect(),
@@ -452,10 +486,32 @@ mod tests {
     }
 
     #[test]
-    fn copy_to_is_unsupported() {
-        let Statement::Standard(statement) = parse("COPY t TO STDOUT").unwrap().remove(0) else {
-            panic!("not a standard statement");
+    fn copy_to_stdout_is_a_query_and_copy_to_a_file_is_refused() {
+        let classify_one = |sql: &str| {
+            let Statement::Standard(statement) = parse(sql).unwrap().remove(0) else {
+                panic!("not a standard statement");
+            };
+            classify(&statement)
         };
-        assert_eq!(classify(&statement).unwrap_err().code, "0A000");
+        let Ok(Some(Utility::CopyTo { query, options })) =
+            classify_one("COPY t (a, b) TO STDOUT WITH (FORMAT csv)")
+        else {
+            panic!("COPY TO STDOUT");
+        };
+        assert_eq!(query, "SELECT a, b FROM t");
+        assert_eq!(options.format, CopyFormat::Csv);
+        let Ok(Some(Utility::CopyTo { query, .. })) = classify_one("COPY (SELECT 1) TO STDOUT")
+        else {
+            panic!("COPY (query) TO STDOUT");
+        };
+        assert_eq!(query, "SELECT 1");
+        assert_eq!(
+            classify_one("COPY t TO '/tmp/f'").unwrap_err().code,
+            "0A000"
+        );
+        assert_eq!(
+            classify_one("COPY t FROM '/tmp/f'").unwrap_err().code,
+            "0A000"
+        );
     }
 }

@@ -18,8 +18,10 @@ use fields::{split_csv, split_text, Record};
 use values::{decode_array, decode_bytea};
 
 pub use chunks::CopyDecoder;
+pub use encode::{encode_rows, header_line};
 
 mod chunks;
+mod encode;
 mod fields;
 mod values;
 
