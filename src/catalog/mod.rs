@@ -60,6 +60,18 @@ pub struct RelationDefinition {
 /// 1, `sum(bigint)` is numeric (it was bigint).
 pub const SQL_EDITION: u32 = 1;
 
+/// The relation that keeps the records a source's connector rejected.
+pub fn rejected_name(source: &str) -> String {
+    format!("{source}_errors")
+}
+
+/// The connector name of a `<source>_errors` relation: written by its
+/// source's runner, never run itself.
+pub const REJECTED_CONNECTOR: &str = "rejected";
+
+/// The columns of a `<source>_errors` relation.
+pub const REJECTED_COLUMNS: &str = "record TEXT, reason TEXT, position TEXT";
+
 /// The name of a view's side output relation.
 pub fn side_output_name(view: &str) -> String {
     format!("{view}_late")

@@ -14,9 +14,9 @@ use datafusion::physical_plan::collect;
 use super::sql_types::create_table_sql;
 use super::Engine;
 use crate::catalog::{
-    RelationDefinition, RelationKind, SourceDefinition, StreamDefinition, TableParts,
-    WatermarkDefinition, BLANK_PADDED_METADATA, DATABASE_NAME, MAX_CHARACTERS_METADATA,
-    SCHEMA_NAME,
+    rejected_name, RelationDefinition, RelationKind, SourceDefinition, StreamDefinition,
+    TableParts, WatermarkDefinition, BLANK_PADDED_METADATA, DATABASE_NAME, MAX_CHARACTERS_METADATA,
+    REJECTED_COLUMNS, REJECTED_CONNECTOR, SCHEMA_NAME,
 };
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::StreamOptions;
@@ -155,14 +155,22 @@ impl Engine {
                 None => None,
             };
             let source = stream.as_ref().and_then(|stream| stream.source.clone());
+            let Some(source) = source else {
+                self.catalog.create_table(&name, sql, parts, stream)?;
+                return Ok(CommandDone::new("CREATE TABLE"));
+            };
+            let rejected = self.rejected_table(state, &name).await?;
             self.catalog.create_table(&name, sql, parts, stream)?;
-            return Ok(match source {
-                Some(source) => {
-                    self.start_source(&name, source);
-                    CommandDone::new("CREATE SOURCE")
-                }
-                None => CommandDone::new("CREATE TABLE"),
-            });
+            let (rejected_sql, rejected_parts, rejected_stream) = rejected;
+            let rejected_name = rejected_name(&name);
+            self.catalog.create_table(
+                &rejected_name,
+                &rejected_sql,
+                rejected_parts,
+                Some(rejected_stream),
+            )?;
+            self.start_source(&name, source);
+            return Ok(CommandDone::new("CREATE SOURCE"));
         }
         // CREATE TABLE AS: record a plain CREATE TABLE (the query may later
         // stop planning), then fill the table from the query.
@@ -193,6 +201,9 @@ impl Engine {
     /// for it fail with 42P01 instead of writing rows nobody can read.
     async fn drop_table(&self, reference: &TableReference, if_exists: bool) -> Result<CommandDone> {
         let name = relation_name(reference)?;
+        if let Some(source) = self.rejected_of(&name) {
+            return Err(goes_with_source(&name, Some(source)));
+        }
         if let Some(log) = self.catalog.table(&name).filter(|log| log.is_source()) {
             return Err(WeirError::new(
                 sqlstate::WRONG_OBJECT_TYPE,
@@ -221,8 +232,49 @@ impl Engine {
         Ok(done)
     }
 
+    /// The `<source>_errors` relation of a new source: its statement, its
+    /// columns (planned as on every start) and its definition.
+    async fn rejected_table(
+        &self,
+        state: &SessionState,
+        source: &str,
+    ) -> Result<(String, TableParts, StreamDefinition)> {
+        let name = rejected_name(source);
+        self.catalog.check_name_free(&name)?;
+        let sql = format!("CREATE TABLE {name} ({REJECTED_COLUMNS})");
+        let Some(crate::sql::Statement::Standard(statement)) = crate::sql::parse(&sql)?.pop()
+        else {
+            return Err(WeirError::internal("the errors relation's statement"));
+        };
+        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) =
+            self.plan(state, &statement).await?
+        else {
+            return Err(WeirError::internal("the errors relation's plan"));
+        };
+        let stream = StreamDefinition {
+            append_only: true,
+            source: Some(SourceDefinition {
+                connector: REJECTED_CONNECTOR.to_string(),
+                options: [("source".to_string(), source.to_string())].into(),
+                ..SourceDefinition::default()
+            }),
+            ..StreamDefinition::default()
+        };
+        let parts = table_parts(&create, &sql);
+        Ok((sql, parts, stream))
+    }
+
+    /// The source whose rejected records `name` keeps, if it is such.
+    fn rejected_of(&self, name: &str) -> Option<String> {
+        let definition = self.catalog.get(name)?;
+        let source = definition.stream?.source?;
+        (source.connector == REJECTED_CONNECTOR)
+            .then(|| source.options.get("source").cloned())
+            .flatten()
+    }
+
     /// `DROP SOURCE [IF EXISTS] name`: stops its connector, then drops it
-    /// as a table is dropped.
+    /// as a table is dropped, and its `_errors` relation with it.
     pub async fn drop_source(&self, name: &str, if_exists: bool) -> Result<CommandDone> {
         let tag = "DROP SOURCE";
         match self.catalog.table(name) {
@@ -232,14 +284,25 @@ impl Engine {
             )))),
             None => Err(WeirError::undefined_table(name)),
             Some(log) if !log.is_source() => Err(not_a_source(name)),
+            Some(_) if self.rejected_of(name).is_some() => {
+                Err(goes_with_source(name, self.rejected_of(name)))
+            }
             Some(_) => {
-                if !self.catalog.dependents(name).is_empty() {
-                    // The relation's own error names the dependent view.
-                    self.drop_relation(&TableReference::bare(name), false, RelationKind::Table)?;
+                let rejected = rejected_name(name);
+                for relation in [name, rejected.as_str()] {
+                    if !self.catalog.dependents(relation).is_empty() {
+                        // The relation's own error names the dependent view.
+                        let reference = TableReference::bare(relation);
+                        self.drop_relation(&reference, false, RelationKind::Table)?;
+                    }
                 }
                 self.stop_source(name);
                 self.drop_table_log(&TableReference::bare(name), false)
                     .await?;
+                if self.rejected_of(&rejected).as_deref() == Some(name) {
+                    self.drop_table_log(&TableReference::bare(rejected.as_str()), false)
+                        .await?;
+                }
                 Ok(CommandDone::new(tag))
             }
         }
@@ -282,6 +345,15 @@ impl Engine {
             ))),
         }
     }
+}
+
+fn goes_with_source(name: &str, source: Option<String>) -> WeirError {
+    let source = source.unwrap_or_default();
+    WeirError::new(
+        sqlstate::WRONG_OBJECT_TYPE,
+        format!("\"{name}\" keeps the records source {source} rejected"),
+    )
+    .with_hint(format!("It goes with the source: DROP SOURCE {source};"))
 }
 
 fn not_a_source(name: &str) -> WeirError {

@@ -13,13 +13,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
-use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::compute::{cast, concat_batches};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::system_tables::ComputedTable;
 use super::Engine;
-use crate::catalog::SourceDefinition;
+use crate::catalog::{rejected_name, SourceDefinition, REJECTED_CONNECTOR};
 use crate::connectors::source::{open_reader, Read, Rejected, SourceReader};
 use crate::connectors::table::TableLog;
 use crate::error::{sqlstate, Result, WeirError};
@@ -99,7 +99,9 @@ impl Engine {
         let _ = self.sources.engine.set(Arc::downgrade(self));
         for definition in self.catalog.definitions() {
             if let Some(source) = definition.stream.and_then(|stream| stream.source) {
-                self.start_source(&definition.name, source);
+                if source.connector != REJECTED_CONNECTOR {
+                    self.start_source(&definition.name, source);
+                }
             }
         }
     }
@@ -112,6 +114,10 @@ impl Engine {
         let Some(log) = self.catalog.table(name) else {
             return;
         };
+        let rejected = self
+            .catalog
+            .table(&rejected_name(name))
+            .filter(|log| log.is_source());
         let run = Arc::new(SourceRun {
             connector: definition.connector.clone(),
             stop: AtomicBool::new(false),
@@ -127,7 +133,11 @@ impl Engine {
         if let Some(previous) = previous {
             previous.stop.store(true, Ordering::Release);
         }
-        tokio::spawn(run_source(engine, log, run, definition));
+        let logs = SourceLogs {
+            rows: log,
+            rejected,
+        };
+        tokio::spawn(run_source(engine, logs, run, definition));
     }
 
     /// Stops source `name`'s connector (DROP SOURCE).
@@ -189,12 +199,19 @@ fn gather(reader: &mut dyn SourceReader, schema: &SchemaRef) -> Result<Gathered>
     })
 }
 
+/// Where a source's runner writes: its rows, and the records rejected.
+struct SourceLogs {
+    rows: Arc<TableLog>,
+    rejected: Option<Arc<TableLog>>,
+}
+
 async fn run_source(
     engine: Weak<Engine>,
-    log: Arc<TableLog>,
+    logs: SourceLogs,
     run: Arc<SourceRun>,
     definition: SourceDefinition,
 ) {
+    let log = logs.rows.clone();
     let schema = log.schema();
     let position = log.source_position();
     let mut reader = match open_reader(&definition, &schema, position.as_deref()) {
@@ -223,9 +240,24 @@ async fn run_source(
                 status.last_rejected = Some(format!("{:?}: {}", last.record, last.reason));
             });
         }
-        if let Some(rows) = gathered.rows {
-            run.update(|status| status.rows_read += rows.num_rows() as u64);
-            if !commit(&engine, &log, &run, rows, gathered.position).await {
+        let rejected = match (&logs.rejected, gathered.rejected.is_empty()) {
+            (Some(errors), false) => {
+                match rejected_batch(errors, &gathered.rejected, &gathered.position) {
+                    Ok(batch) => Some(batch),
+                    Err(error) => return failed(&run, error),
+                }
+            }
+            _ => None,
+        };
+        if gathered.rows.is_some() || rejected.is_some() {
+            let read = gathered.rows.as_ref().map_or(0, RecordBatch::num_rows);
+            run.update(|status| status.rows_read += read as u64);
+            let write = Write {
+                rows: gathered.rows,
+                position: gathered.position,
+                rejected,
+            };
+            if !commit(&engine, &logs, &run, write).await {
                 return;
             }
         }
@@ -244,19 +276,44 @@ async fn run_source(
     }
 }
 
-/// Appends rows until they commit; false when the source is gone.
-async fn commit(
-    engine: &Weak<Engine>,
-    log: &Arc<TableLog>,
-    run: &SourceRun,
-    rows: RecordBatch,
+/// One commit of a source: rows, the position after them, rejected records.
+struct Write {
+    rows: Option<RecordBatch>,
     position: String,
-) -> bool {
+    rejected: Option<RecordBatch>,
+}
+
+/// The rejected records as rows of the source's `_errors` relation.
+fn rejected_batch(log: &TableLog, rejected: &[Rejected], position: &str) -> Result<RecordBatch> {
+    let schema = log.schema();
+    let texts = [
+        StringArray::from_iter_values(rejected.iter().map(|r| r.record.as_str())),
+        StringArray::from_iter_values(rejected.iter().map(|r| r.reason.as_str())),
+        StringArray::from_iter_values(rejected.iter().map(|_| position)),
+    ];
+    let columns = texts
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(text, field)| cast(&(Arc::new(text) as ArrayRef), field.data_type()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// Appends a write until it commits; false when the source is gone.
+async fn commit(engine: &Weak<Engine>, logs: &SourceLogs, run: &SourceRun, write: Write) -> bool {
+    let log = &logs.rows;
     loop {
         if run.stopped() {
             return false;
         }
-        match log.append_from_source(rows.clone(), position.clone()).await {
+        let rejected = match (&logs.rejected, &write.rejected) {
+            (Some(errors), Some(records)) => Some((errors, records.clone())),
+            _ => None,
+        };
+        let appended = log
+            .append_from_source(write.rows.clone(), write.position.clone(), rejected)
+            .await;
+        match appended {
             Ok(committed) => {
                 run.update(|status| {
                     status.rows_committed += committed;

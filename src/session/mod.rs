@@ -520,7 +520,11 @@ impl Session {
                     .filter(|definition| definition.kind == crate::catalog::RelationKind::Table)
                     .filter(|definition| {
                         let source = definition.stream.as_ref().and_then(|s| s.source.as_ref());
-                        source.is_some() == sources
+                        let rejected = source.is_some_and(|source| {
+                            source.connector == crate::catalog::REJECTED_CONNECTOR
+                        });
+                        // A source's `_errors` relation is listed as a table.
+                        (source.is_some() && !rejected) == sources
                     })
                     .map(|definition| vec![definition.name]);
                 let mut names: Vec<_> = names.collect();

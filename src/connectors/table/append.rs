@@ -111,16 +111,31 @@ impl TableLog {
     }
 
     /// A source's connector appends `rows` (fewer than `SPILL_ROWS`) and
-    /// the position after them, durably and in one commit.
+    /// the position after them, and the records it rejected to the
+    /// source's `rejected` log, durably and in one commit (so a restart
+    /// neither repeats nor loses either). Returns the rows appended.
     pub async fn append_from_source(
         self: &Arc<Self>,
-        rows: RecordBatch,
+        rows: Option<RecordBatch>,
         position: String,
+        rejected: Option<(&Arc<TableLog>, RecordBatch)>,
     ) -> Result<u64> {
+        let count = rows.as_ref().map_or(0, |rows| rows.num_rows() as u64);
+        let mut writes = Vec::with_capacity(2);
         let mut write = BulkWrite::begin_small(self.clone()).await;
-        write.position = Some(position);
-        write.add(rows)?;
-        write.commit(None).await
+        write.position = Some(position.clone());
+        if let Some(rows) = rows {
+            write.add(rows)?;
+        }
+        writes.push(write);
+        if let Some((log, records)) = rejected {
+            let mut write = BulkWrite::begin_small(log.clone()).await;
+            write.position = Some(position);
+            write.add(records)?;
+            writes.push(write);
+        }
+        BulkWrite::commit_together(writes, None).await?;
+        Ok(count)
     }
 }
 
@@ -288,7 +303,8 @@ impl BulkWrite {
     /// The write as the group commit takes it; None when it has no rows.
     fn prepare(&mut self) -> Result<Option<PreparedWrite>> {
         let rows = self.take_pending()?;
-        if self.spilled_rows == 0 && rows.is_none() {
+        // A source's write without rows still moves its position.
+        if self.spilled_rows == 0 && rows.is_none() && self.position.is_none() {
             return Ok(None);
         }
         self.log.check_not_dropped()?;
