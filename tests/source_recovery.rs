@@ -2,7 +2,9 @@
 //! row: nexmark and datagen sources are killed while generating, several
 //! times, and once finished they hold exactly the rows of a source with
 //! the same options that ran without interruption, in the same order, and
-//! the views over them equal their queries run as a batch.
+//! the views over them equal their queries run as a batch. A file source
+//! with bad lines, killed while reading, ends with every good line once
+//! and every bad one once in its `_errors` relation.
 
 mod common;
 
@@ -149,4 +151,78 @@ async fn sources_resume_after_kills_without_losing_or_repeating_rows() {
         };
         assert_eq!(view, sorted_rows(&client, &batch).await, "view {name}");
     }
+}
+
+async fn count(client: &Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_source_keeps_each_line_once_across_kills() {
+    let directory = tempfile::tempdir().unwrap();
+    let files = directory.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    let (mut good, mut bad) = (0, 0);
+    for part in 0..3 {
+        let mut text = String::new();
+        for line in 0..60_000 {
+            let id = part * 60_000 + line;
+            if id % 997 == 0 {
+                text.push_str(&format!("{id},not a number\n"));
+                bad += 1;
+            } else {
+                text.push_str(&format!("{id},{}\n", id % 13));
+                good += 1;
+            }
+        }
+        std::fs::write(files.join(format!("part-{part}.csv")), text).unwrap();
+    }
+    let data = directory.path().join("data");
+    let mut server = TestServer::start_on(&data);
+    let client = server.connect().await;
+    client
+        .batch_execute(&format!(
+            "CREATE SOURCE lines (id BIGINT, bucket BIGINT) WITH (connector = 'file', path = '{}') \
+             FORMAT PLAIN ENCODE CSV; \
+             CREATE MATERIALIZED VIEW per_bucket AS SELECT bucket, count(*) AS n FROM lines GROUP BY bucket",
+            files.display()
+        ))
+        .await
+        .unwrap();
+    let mut random = Lcg(11);
+    for _ in 0..3 {
+        kill_after(&server, 100 + random.below(400)).await.unwrap();
+        server.kill();
+        server = TestServer::start_on(&data);
+    }
+    let client = server.connect().await;
+    for _ in 0..600 {
+        let read = count(&client, "SELECT count(*) FROM lines").await
+            + count(&client, "SELECT count(*) FROM lines_errors").await;
+        if read >= good + bad {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.batch_execute("FLUSH").await.unwrap();
+    assert_eq!(count(&client, "SELECT count(*) FROM lines").await, good);
+    assert_eq!(
+        count(&client, "SELECT count(DISTINCT id) FROM lines").await,
+        good
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM lines_errors").await,
+        bad
+    );
+    assert_eq!(
+        count(&client, "SELECT count(DISTINCT record) FROM lines_errors").await,
+        bad
+    );
+    let view = sorted_rows(&client, "SELECT * FROM per_bucket").await;
+    let batch = sorted_rows(
+        &client,
+        "SELECT bucket, count(*) FROM lines GROUP BY bucket",
+    )
+    .await;
+    assert_eq!(view, batch);
 }
