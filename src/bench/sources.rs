@@ -109,7 +109,11 @@ async fn through_a_view(bids: u64, directory: &Path) -> Result<(u64, Duration)> 
     }
     let elapsed = started.elapsed();
     let rows = first_row(&session, "SELECT count(*) FROM bid").await?;
-    let viewed = first_row(&session, "SELECT sum(bids) FROM per_auction").await?;
+    let viewed = first_row(
+        &session,
+        "SELECT CAST(sum(bids) AS BIGINT) FROM per_auction",
+    )
+    .await?;
     if rows != viewed {
         return Err(WeirError::internal(format!(
             "the view counted {viewed:?} bids of {rows:?}"

@@ -213,37 +213,46 @@ pub struct Rows {
     texts: Vec<Option<StringBuilder>>,
     times: Vec<Option<TimestampNanosecondBuilder>>,
     rows: usize,
+    /// Rows of the last chunk: the next one's builders are made this big.
+    capacity: usize,
 }
 
 impl Rows {
     pub fn new(table: Table, model: Model, wanted: Vec<bool>) -> Self {
-        let columns = table.columns();
-        let make = |kind: &DataType| {
-            columns
-                .iter()
-                .zip(&wanted)
-                .map(|((_, data_type), &wanted)| wanted && data_type == kind)
-                .collect::<Vec<bool>>()
-        };
-        let time = DataType::Timestamp(TimeUnit::Nanosecond, None);
-        Rows {
-            longs: make(&DataType::Int64)
-                .into_iter()
-                .map(|w| w.then(Int64Builder::new))
-                .collect(),
-            texts: make(&DataType::Utf8)
-                .into_iter()
-                .map(|w| w.then(StringBuilder::new))
-                .collect(),
-            times: make(&time)
-                .into_iter()
-                .map(|w| w.then(TimestampNanosecondBuilder::new))
-                .collect(),
+        let mut rows = Rows {
+            longs: Vec::new(),
+            texts: Vec::new(),
+            times: Vec::new(),
             table,
             model,
             wanted,
             rows: 0,
-        }
+            capacity: 1024,
+        };
+        rows.reset_builders();
+        rows
+    }
+
+    /// Builders for the wanted columns, sized for the last chunk so a
+    /// chunk's values are written without growing buffers.
+    fn reset_builders(&mut self) {
+        let columns = self.table.columns();
+        let capacity = self.capacity;
+        let time = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let wanted =
+            |index: usize, kind: &DataType| self.wanted[index] && &columns[index].1 == kind;
+        self.longs = (0..columns.len())
+            .map(|i| wanted(i, &DataType::Int64).then(|| Int64Builder::with_capacity(capacity)))
+            .collect();
+        self.texts = (0..columns.len())
+            .map(|i| {
+                wanted(i, &DataType::Utf8)
+                    .then(|| StringBuilder::with_capacity(capacity, capacity * 48))
+            })
+            .collect();
+        self.times = (0..columns.len())
+            .map(|i| wanted(i, &time).then(|| TimestampNanosecondBuilder::with_capacity(capacity)))
+            .collect();
     }
 
     pub fn len(&self) -> usize {
@@ -364,7 +373,7 @@ impl Rows {
 
     /// The columns built so far (None where unwanted); starts anew.
     pub fn finish(&mut self) -> Vec<Option<ArrayRef>> {
-        self.rows = 0;
+        let rows = std::mem::take(&mut self.rows);
         let columns = self.table.columns();
         let mut finished = Vec::with_capacity(columns.len());
         for index in 0..columns.len() {
@@ -379,6 +388,8 @@ impl Rows {
             };
             finished.push(array);
         }
+        self.capacity = rows.max(1);
+        self.reset_builders();
         finished
     }
 }
