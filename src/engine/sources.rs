@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, TimestampNanosecondArray};
 use datafusion::arrow::compute::{cast, concat_batches};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::system_tables::ComputedTable;
@@ -347,7 +347,8 @@ fn failed(run: &SourceRun, error: WeirError) {
 }
 
 /// `weir_catalog.sources`: each source, its connector, what its runner is
-/// doing, rows committed, the stored position and the last error.
+/// doing, rows committed, the stored position, its watermark, records
+/// rejected and the last error.
 pub fn sources_table(
     runs: &Arc<SourceRuns>,
     relations: &Arc<super::relations::Relations>,
@@ -358,6 +359,11 @@ pub fn sources_table(
         Field::new("state", DataType::Utf8, false),
         Field::new("rows", DataType::Int64, false),
         Field::new("position", DataType::Utf8, true),
+        Field::new(
+            "watermark",
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            true,
+        ),
         Field::new("rejected", DataType::Int64, false),
         Field::new("errors", DataType::Int64, false),
         Field::new("last_error", DataType::Utf8, true),
@@ -395,6 +401,10 @@ pub fn sources_table(
             Arc::new(StringArray::from_iter(
                 logs.iter()
                     .map(|log| log.as_ref().and_then(|log| log.source_position())),
+            )),
+            Arc::new(TimestampNanosecondArray::from_iter(
+                logs.iter()
+                    .map(|log| log.as_ref().and_then(|log| log.watermark_ns())),
             )),
             Arc::new(Int64Array::from_iter_values(
                 statuses.iter().map(|(status, _)| status.rejected as i64),
