@@ -26,6 +26,9 @@ use crate::error::{sqlstate, Result, WeirError};
 
 /// Rows a source commits at most at once (one fsync).
 const ROWS_PER_COMMIT: usize = 64 * 1024;
+/// Arrow memory a commit's rows take at most: wide rows (a 1 MB text
+/// column) must not make one commit gigabytes.
+const BYTES_PER_COMMIT: usize = 16 * 1024 * 1024;
 /// The longest a waiting reader sleeps before it is asked again.
 const LONGEST_WAIT: Duration = Duration::from_millis(100);
 /// How long a source waits before retrying rows that failed to commit.
@@ -173,13 +176,14 @@ struct Gathered {
 /// Reads until `ROWS_PER_COMMIT` rows, or the reader waits or ends.
 fn gather(reader: &mut dyn SourceReader, schema: &SchemaRef) -> Result<Gathered> {
     let mut batches = Vec::new();
-    let mut rows = 0;
+    let (mut rows, mut bytes) = (0, 0);
     let then = loop {
         match reader.read(ROWS_PER_COMMIT - rows)? {
             Read::Rows(batch) => {
                 rows += batch.num_rows();
+                bytes += batch.get_array_memory_size();
                 batches.push(batch);
-                if rows >= ROWS_PER_COMMIT {
+                if rows >= ROWS_PER_COMMIT || bytes >= BYTES_PER_COMMIT {
                     break None;
                 }
             }

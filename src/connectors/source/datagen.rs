@@ -65,7 +65,8 @@ impl DatagenOptions {
                 .into_iter()
                 .map(|(name, value)| (name[prefix.len()..].replace('-', "_"), value))
                 .collect();
-            let column = column(field.name(), field.data_type(), index, settings)?;
+            let mut column = column(field.name(), field.data_type(), index, settings)?;
+            fit_integer_range(&mut column, field.name(), field.data_type())?;
             if let Kind::Sequence {
                 start,
                 end: Some(end),
@@ -169,6 +170,39 @@ fn column(
     Ok(column)
 }
 
+/// An integer column's random range must lie within its type, and its
+/// sequence ends at the type's largest value rather than wrap.
+fn fit_integer_range(column: &mut Column, name: &str, data_type: &DataType) -> Result<()> {
+    let (lowest, highest) = match data_type {
+        DataType::Int16 => (i64::from(i16::MIN), i64::from(i16::MAX)),
+        DataType::Int32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        DataType::Int64 => (i64::MIN, i64::MAX),
+        _ => return Ok(()),
+    };
+    let out_of_range = |value: f64| value < lowest as f64 || value > highest as f64;
+    match &mut column.kind {
+        Kind::Random { min, max } if out_of_range(*min) || out_of_range(*max) => {
+            Err(WeirError::new(
+                sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                format!(
+                    "fields.{name}.min and max must lie within {data_type} ({lowest} to {highest})"
+                ),
+            ))
+        }
+        Kind::Sequence { start, end } => {
+            if out_of_range(*start as f64) || end.is_some_and(|end| out_of_range(end as f64)) {
+                return Err(WeirError::new(
+                    sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                    format!("fields.{name}.start and end must lie within {data_type} ({lowest} to {highest})"),
+                ));
+            }
+            *end = Some(end.unwrap_or(highest));
+            Ok(())
+        }
+        Kind::Random { .. } => Ok(()),
+    }
+}
+
 /// SplitMix64 of a column's seed and a row number.
 fn mix(seed: u64, row: u64) -> u64 {
     let mut z = seed
@@ -199,9 +233,11 @@ impl Column {
     fn integer(&self, row: u64) -> i64 {
         match self.kind {
             Kind::Random { min, max } => {
-                let span = (max.floor() - min.ceil()) as i128 + 1;
-                let offset = (u128::from(mix(self.seed, row)) * span.max(1) as u128) >> 64;
-                (min.ceil() as i128 + offset as i128) as i64
+                // In floating point: min and max were checked against the
+                // column's type, and a span past 2^53 needs no exactness.
+                let span = max.floor() - min.ceil() + 1.0;
+                let value = min.ceil() + (unit(mix(self.seed, row)) * span).floor();
+                value.clamp(min.ceil(), max.floor()) as i64
             }
             Kind::Sequence { start, .. } => start.saturating_add(row as i64),
         }
@@ -436,6 +472,41 @@ mod tests {
         }
         assert_eq!(seen, (-3..=3).collect());
         assert!((800..1200).contains(&nulls), "{nulls}");
+    }
+
+    #[test]
+    fn integer_ranges_stay_within_their_type() {
+        let small = Arc::new(Schema::new(vec![Field::new("v", DataType::Int16, true)]));
+        let parse = |pairs: &[(&str, &str)]| {
+            let map = pairs
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect();
+            DatagenOptions::parse(&map, &small)
+        };
+        assert!(parse(&[("fields.v.max", "40000")]).is_err());
+        assert!(parse(&[("fields.v.kind", "sequence"), ("fields.v.start", "-40000")]).is_err());
+        // A sequence without an end stops at the type's largest value.
+        let sequence =
+            parse(&[("fields.v.kind", "sequence"), ("fields.v.start", "32760")]).unwrap();
+        assert_eq!(sequence.row_count, Some(8));
+        let wide = options(&[("fields.id.min", "-1e300"), ("fields.id.max", "1e300")]);
+        assert!(wide.is_err());
+        let extreme = options(&[
+            ("rows-per-second", "0"),
+            ("number-of-rows", "100"),
+            ("fields.id.min", "-9223372036854775808"),
+            ("fields.id.max", "9223372036854775807"),
+        ])
+        .unwrap();
+        let mut reader = DatagenReader::new(extreme, &schema(), 0);
+        assert_eq!(
+            read(&mut reader)
+                .iter()
+                .map(RecordBatch::num_rows)
+                .sum::<usize>(),
+            100
+        );
     }
 
     #[test]
