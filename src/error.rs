@@ -41,6 +41,9 @@ pub mod sqlstate {
     pub const UNDEFINED_STATEMENT_PARAMETER: &str = "42P02";
     pub const PROGRAM_LIMIT_EXCEEDED: &str = "54000";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
+    /// An outside system a connector needs (a Kafka broker) does not answer
+    /// (as postgres_fdw reports a remote server it cannot reach).
+    pub const CANNOT_CONNECT: &str = "08001";
     pub const INVALID_STATEMENT_NAME: &str = "26000";
     pub const QUERY_CANCELED: &str = "57014";
     pub const SERIALIZATION_FAILURE: &str = "40001";

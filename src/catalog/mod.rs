@@ -104,6 +104,15 @@ pub struct SourceDefinition {
     pub encode: Option<String>,
 }
 
+impl SourceDefinition {
+    /// The connector reads partitions and merges their watermarks itself
+    /// (each partition's largest event time less the delay, the least of
+    /// them): the rows' times alone do not move the source's watermark.
+    pub fn watermark_from_connector(&self) -> bool {
+        self.connector.eq_ignore_ascii_case("kafka")
+    }
+}
+
 /// A source's watermark after row i is max(column over rows 1..i) - delay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatermarkDefinition {

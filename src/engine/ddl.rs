@@ -155,6 +155,7 @@ impl Engine {
                 None => None,
             };
             let source = stream.as_ref().and_then(|stream| stream.source.clone());
+            let watermark = stream.as_ref().and_then(|stream| stream.watermark.clone());
             let Some(source) = source else {
                 self.catalog.create_table(&name, sql, parts, stream)?;
                 return Ok(CommandDone::new("CREATE TABLE"));
@@ -169,7 +170,7 @@ impl Engine {
                 rejected_parts,
                 Some(rejected_stream),
             )?;
-            self.start_source(&name, source);
+            self.start_source(&name, source, watermark);
             return Ok(CommandDone::new("CREATE SOURCE"));
         }
         // CREATE TABLE AS: record a plain CREATE TABLE (the query may later
@@ -422,8 +423,17 @@ async fn stream_definition(
     }
     let source = options.source.as_ref().map(source_definition).transpose()?;
     if let Some(source) = &source {
-        // Refuses unknown connectors, options and columns now, not later.
-        crate::connectors::source::open_reader(source, &parts.schema, None)?;
+        // Refuses unknown connectors, options and columns now, not later,
+        // and a broker that does not answer (on a blocking thread).
+        let mut reader = crate::connectors::source::open_reader(
+            source,
+            &parts.schema,
+            watermark.as_ref(),
+            None,
+        )?;
+        tokio::task::spawn_blocking(move || reader.check())
+            .await
+            .map_err(|error| WeirError::internal(format!("a source's check failed: {error}")))??;
     }
     Ok(StreamDefinition {
         watermark,

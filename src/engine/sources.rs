@@ -19,7 +19,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use super::system_tables::ComputedTable;
 use super::Engine;
-use crate::catalog::{rejected_name, SourceDefinition, REJECTED_CONNECTOR};
+use crate::catalog::{rejected_name, SourceDefinition, WatermarkDefinition, REJECTED_CONNECTOR};
 use crate::connectors::source::{open_reader, Read, Rejected, SourceReader};
 use crate::connectors::table::TableLog;
 use crate::error::{sqlstate, Result, WeirError};
@@ -60,6 +60,8 @@ struct Status {
     last_rejected: Option<String>,
     errors: u64,
     last_error: Option<String>,
+    /// Why the connector gets no records now (a broker down), if so.
+    trouble: Option<String>,
 }
 
 impl SourceRun {
@@ -87,7 +89,7 @@ impl SourceRun {
             let waiting = self.progress.notified();
             let status = self.status();
             let running = matches!(status.state, "running" | "waiting");
-            let failing = status.last_error.is_some();
+            let failing = status.last_error.is_some() || status.trouble.is_some();
             if status.rows_committed >= target || !running || failing || self.stopped() {
                 return;
             }
@@ -101,16 +103,24 @@ impl Engine {
     pub fn start_sources(self: &Arc<Self>) {
         let _ = self.sources.engine.set(Arc::downgrade(self));
         for definition in self.catalog.definitions() {
-            if let Some(source) = definition.stream.and_then(|stream| stream.source) {
+            let Some(stream) = definition.stream else {
+                continue;
+            };
+            if let Some(source) = stream.source {
                 if source.connector != REJECTED_CONNECTOR {
-                    self.start_source(&definition.name, source);
+                    self.start_source(&definition.name, source, stream.watermark);
                 }
             }
         }
     }
 
     /// Starts source `name`'s connector if sources run in this engine.
-    pub(super) fn start_source(&self, name: &str, definition: SourceDefinition) {
+    pub(super) fn start_source(
+        &self,
+        name: &str,
+        definition: SourceDefinition,
+        watermark: Option<WatermarkDefinition>,
+    ) {
         let Some(engine) = self.sources.engine.get().cloned() else {
             return;
         };
@@ -140,7 +150,7 @@ impl Engine {
             rows: log,
             rejected,
         };
-        tokio::spawn(run_source(engine, logs, run, definition));
+        tokio::spawn(run_source(engine, logs, run, (definition, watermark)));
     }
 
     /// Stops source `name`'s connector (DROP SOURCE).
@@ -171,6 +181,9 @@ struct Gathered {
     position: String,
     then: Option<Read>,
     rejected: Vec<Rejected>,
+    /// The connector's own watermark (merged over its partitions).
+    watermark: Option<i64>,
+    trouble: Option<String>,
 }
 
 /// Reads until `ROWS_PER_COMMIT` rows, or the reader waits or ends.
@@ -200,6 +213,8 @@ fn gather(reader: &mut dyn SourceReader, schema: &SchemaRef) -> Result<Gathered>
         position: reader.position(),
         then,
         rejected: reader.take_rejected(),
+        watermark: reader.watermark(),
+        trouble: reader.trouble(),
     })
 }
 
@@ -213,12 +228,17 @@ async fn run_source(
     engine: Weak<Engine>,
     logs: SourceLogs,
     run: Arc<SourceRun>,
-    definition: SourceDefinition,
+    (definition, watermark): (SourceDefinition, Option<WatermarkDefinition>),
 ) {
     let log = logs.rows.clone();
     let schema = log.schema();
-    let position = log.source_position();
-    let mut reader = match open_reader(&definition, &schema, position.as_deref()) {
+    let mut committed = log.source_position();
+    let mut reader = match open_reader(
+        &definition,
+        &schema,
+        watermark.as_ref(),
+        committed.as_deref(),
+    ) {
         Ok(reader) => reader,
         Err(error) => return failed(&run, error),
     };
@@ -253,7 +273,12 @@ async fn run_source(
             }
             _ => None,
         };
-        if gathered.rows.is_some() || rejected.is_some() {
+        if gathered.trouble != run.status().trouble {
+            run.update(|status| status.trouble = gathered.trouble.clone());
+        }
+        let moved = committed.as_deref() != Some(gathered.position.as_str());
+        if gathered.rows.is_some() || rejected.is_some() || moved {
+            committed = Some(gathered.position.clone());
             let read = gathered.rows.as_ref().map_or(0, RecordBatch::num_rows);
             run.update(|status| status.rows_read += read as u64);
             let write = Write {
@@ -264,6 +289,9 @@ async fn run_source(
             if !commit(&engine, &logs, &run, write).await {
                 return;
             }
+        }
+        if let Some(watermark) = gathered.watermark {
+            raise_watermark(&log, &run, watermark).await;
         }
         match gathered.then {
             Some(Read::Wait(wait)) => {
@@ -338,6 +366,21 @@ async fn commit(engine: &Weak<Engine>, logs: &SourceLogs, run: &SourceRun, write
                 tokio::time::sleep(RETRY_AFTER).await;
             }
         }
+    }
+}
+
+/// Raises the source's watermark to its connector's (after the rows that
+/// moved it are committed); a failure is shown and tried again next time.
+async fn raise_watermark(log: &Arc<TableLog>, run: &SourceRun, watermark: i64) {
+    if log.watermark_ns() >= Some(watermark) {
+        return;
+    }
+    if let Err(error) = log.raise_watermark(watermark).await {
+        tracing::warn!(source = log.name(), %error.message, "a source's watermark did not move");
+        run.update(|status| {
+            status.errors += 1;
+            status.last_error = Some(format!("{}: {}", error.code, error.message));
+        });
     }
 }
 
@@ -416,9 +459,9 @@ pub fn sources_table(
             Arc::new(Int64Array::from_iter_values(
                 statuses.iter().map(|(status, _)| status.errors as i64),
             )),
-            Arc::new(StringArray::from_iter(
-                statuses.iter().map(|(status, _)| status.last_error.clone()),
-            )),
+            Arc::new(StringArray::from_iter(statuses.iter().map(
+                |(status, _)| status.last_error.clone().or_else(|| status.trouble.clone()),
+            ))),
             Arc::new(StringArray::from_iter(
                 statuses
                     .iter()

@@ -19,6 +19,9 @@ pub struct WatermarkTracker {
     max_event_ns: Option<i64>,
     /// The watermark it was raised to between rows, if any.
     floor_ns: Option<i64>,
+    /// Rows do not move the watermark: only raises do (a source whose
+    /// connector merges per-partition watermarks).
+    raised_only: bool,
 }
 
 impl WatermarkTracker {
@@ -26,9 +29,20 @@ impl WatermarkTracker {
         WatermarkTracker::new_ns(column, delay_ms.saturating_mul(1_000_000))
     }
 
+    /// A watermark moved only by `raise_to`, never by the rows' times.
+    pub fn raised_only(column: usize) -> Self {
+        WatermarkTracker {
+            raised_only: true,
+            ..WatermarkTracker::new_ns(column, 0)
+        }
+    }
+
     /// The same watermark definition with no rows seen yet.
     pub fn restarted(&self) -> Self {
-        WatermarkTracker::new_ns(self.column, self.delay_ns)
+        WatermarkTracker {
+            raised_only: self.raised_only,
+            ..WatermarkTracker::new_ns(self.column, self.delay_ns)
+        }
     }
 
     fn new_ns(column: usize, delay_ns: i64) -> Self {
@@ -37,15 +51,21 @@ impl WatermarkTracker {
             delay_ns,
             max_event_ns: None,
             floor_ns: None,
+            raised_only: false,
         }
     }
 
     /// The current watermark in nanoseconds; None before the first row.
     pub fn current_ns(&self) -> Option<i64> {
-        let from_rows = self
-            .max_event_ns
-            .map(|max| max.saturating_sub(self.delay_ns));
-        from_rows.max(self.floor_ns)
+        self.rows_watermark(self.max_event_ns).max(self.floor_ns)
+    }
+
+    /// The watermark the rows alone give, after events up to `max_event_ns`.
+    fn rows_watermark(&self, max_event_ns: Option<i64>) -> Option<i64> {
+        match self.raised_only {
+            true => None,
+            false => max_event_ns.map(|max| max.saturating_sub(self.delay_ns)),
+        }
     }
 
     /// The largest event time seen so far.
@@ -82,9 +102,7 @@ impl WatermarkTracker {
         let before: Int64Array = times
             .iter()
             .map(|time| {
-                let watermark = running
-                    .map(|m| m.saturating_sub(self.delay_ns))
-                    .max(self.floor_ns);
+                let watermark = self.rows_watermark(running).max(self.floor_ns);
                 if let Some(time) = time {
                     running = Some(running.map_or(time, |m| m.max(time)));
                 }
@@ -173,6 +191,23 @@ mod tests {
         tracker.raise_to(20 * SECOND);
         assert_eq!(tracker.current_ns(), Some(70 * SECOND));
         assert_eq!(tracker.restarted().current_ns(), None);
+    }
+
+    #[test]
+    fn a_raised_only_watermark_ignores_the_rows_times() {
+        let mut tracker = WatermarkTracker::raised_only(0);
+        let before = tracker
+            .watermarks_before(&batch(&[Some(10), Some(60)]))
+            .unwrap();
+        assert_eq!(before.null_count(), 2);
+        assert_eq!(tracker.current_ns(), None);
+        assert_eq!(tracker.max_event_ns(), Some(60 * SECOND));
+        tracker.raise_to(20 * SECOND);
+        let before = tracker.watermarks_before(&batch(&[Some(70)])).unwrap();
+        assert_eq!(before.value(0), 20 * SECOND);
+        let restarted = tracker.restarted();
+        assert_eq!(restarted.current_ns(), None);
+        assert!(restarted.raised_only);
     }
 
     #[test]

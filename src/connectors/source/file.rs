@@ -13,14 +13,13 @@ use std::io::{Read as _, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use super::options::{invalid, missing, Options};
+use super::options::{missing, Options};
+use super::records::{decode_records, take_encoding, Encoding};
 use super::{Read, Rejected, SourceReader};
-use crate::connectors::pg_copy::{decode, decode_fields, CopyFormat, CopyOptions};
 use crate::error::{sqlstate, Result, WeirError};
 
 const KNOWN: &str = "path (posix_fs.root), match_pattern, format, csv.header, csv.delimiter";
@@ -28,12 +27,6 @@ const KNOWN: &str = "path (posix_fs.root), match_pattern, format, csv.header, cs
 const READ_BYTES: usize = 4 << 20;
 /// How long to wait for a file to grow or a new one to appear.
 const POLL: Duration = Duration::from_millis(200);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    Csv { header: bool, delimiter: char },
-    Json,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileOptions {
@@ -54,56 +47,13 @@ impl FileOptions {
         let pattern = given
             .text(&["match_pattern", "pattern"])
             .map_or("*".to_string(), |(_, value)| value);
-        let format = given
-            .text(&["format"])
-            .map(|(_, value)| value.to_ascii_uppercase());
-        let header = match given.text(&["csv.header"]) {
-            None => false,
-            Some((_, value)) => match value.to_ascii_lowercase().as_str() {
-                "true" => true,
-                "false" => false,
-                _ => return Err(invalid("csv.header", &value, "Use 'true' or 'false'.")),
-            },
-        };
-        let delimiter = match given.text(&["csv.delimiter"]) {
-            None => ',',
-            Some((_, value)) => single_character(&value)?,
-        };
+        let encoding = take_encoding(&mut given, encode, "file", true)?;
         given.finish(KNOWN)?;
-        let encoding = match format.as_deref().or(encode) {
-            Some("CSV") => Encoding::Csv { header, delimiter },
-            Some("JSON") => Encoding::Json,
-            Some(other) => {
-                return Err(WeirError::new(
-                    sqlstate::FEATURE_NOT_SUPPORTED,
-                    format!("the file connector cannot read ENCODE {other}"),
-                )
-                .with_hint("Use FORMAT PLAIN ENCODE CSV or ENCODE JSON (one object per line)."))
-            }
-            None => {
-                return Err(missing(
-                    "ENCODE (or format)",
-                    "Say how the files are written: FORMAT PLAIN ENCODE CSV (or JSON).",
-                ))
-            }
-        };
         Ok(FileOptions {
             path: PathBuf::from(path),
             pattern,
             encoding,
         })
-    }
-}
-
-fn single_character(value: &str) -> Result<char> {
-    let mut characters = value.chars();
-    match (characters.next(), characters.next()) {
-        (Some(character), None) if character != '\n' && character != '"' => Ok(character),
-        _ => Err(invalid(
-            "csv.delimiter",
-            value,
-            "Give one character, such as ',' or ';'.",
-        )),
     }
 }
 
@@ -209,66 +159,14 @@ impl FileReader {
             lines.drain(..lines.len().min(1));
         }
         lines.retain(|line| !line.trim().is_empty());
-        if let Ok(batch) = self.decode_lines(&lines) {
-            return Ok(batch);
-        }
-        // Something did not decode: one line at a time, to keep the rest.
-        let mut batches = Vec::new();
-        for line in lines {
-            match self.decode_lines(&[line]) {
-                Ok(batch) => batches.push(batch),
-                Err(error) => self.rejected.push(Rejected {
-                    record: line.to_string(),
-                    reason: format!("{file}: {}", error.message),
-                }),
-            }
-        }
-        Ok(concat_batches(&self.schema, &batches)?)
+        let (batch, undecoded) = decode_records(self.options.encoding, &self.schema, &lines)?;
+        self.rejected
+            .extend(undecoded.into_iter().map(|(index, reason)| Rejected {
+                record: lines[index].to_string(),
+                reason: format!("{file}: {reason}"),
+            }));
+        Ok(batch)
     }
-
-    fn decode_lines(&self, lines: &[&str]) -> Result<RecordBatch> {
-        match self.options.encoding {
-            Encoding::Csv { delimiter, .. } => {
-                let mut options = CopyOptions::new(CopyFormat::Csv);
-                options.delimiter = delimiter;
-                let mut text = lines.join("\n");
-                text.push('\n');
-                decode(&text, &options, &self.schema)
-            }
-            Encoding::Json => {
-                let rows = lines
-                    .iter()
-                    .map(|line| json_fields(line, &self.schema))
-                    .collect::<Result<Vec<_>>>()?;
-                decode_fields(rows, &self.schema, 1)
-            }
-        }
-    }
-}
-
-/// A JSON object's values for the columns, as text (None: null or absent).
-fn json_fields(line: &str, schema: &SchemaRef) -> Result<Vec<Option<String>>> {
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|error| {
-        WeirError::new(
-            sqlstate::INVALID_TEXT_REPRESENTATION,
-            format!("not JSON: {error}"),
-        )
-    })?;
-    let serde_json::Value::Object(object) = value else {
-        return Err(WeirError::new(
-            sqlstate::INVALID_TEXT_REPRESENTATION,
-            "a JSON line must hold an object",
-        ));
-    };
-    Ok(schema
-        .fields()
-        .iter()
-        .map(|field| match object.get(field.name()) {
-            None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(text)) => Some(text.clone()),
-            Some(other) => Some(other.to_string()),
-        })
-        .collect())
 }
 
 /// `*` matches any run of characters, `?` any one; the rest literally.

@@ -7,16 +7,18 @@
 mod columns;
 pub mod datagen;
 pub mod file;
+pub mod kafka;
 pub mod nexmark;
 mod options;
 mod pacing;
+mod records;
 
 use std::time::Duration;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::catalog::SourceDefinition;
+use crate::catalog::{SourceDefinition, WatermarkDefinition};
 use crate::error::{sqlstate, Result, WeirError};
 
 /// What a read gives.
@@ -38,6 +40,20 @@ pub trait SourceReader: Send {
     fn take_rejected(&mut self) -> Vec<Rejected> {
         Vec::new()
     }
+    /// The source's watermark, from a connector that merges its
+    /// partitions' watermarks (`SourceDefinition::watermark_from_connector`).
+    fn watermark(&self) -> Option<i64> {
+        None
+    }
+    /// Why no records come now (a broker that does not answer), if so.
+    fn trouble(&self) -> Option<String> {
+        None
+    }
+    /// Checks at CREATE SOURCE what only the outside can tell (the brokers
+    /// answer, the topic exists). It may block for seconds.
+    fn check(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A record a reader skipped: its text and why.
@@ -48,7 +64,7 @@ pub struct Rejected {
 }
 
 /// The connectors there are.
-pub const CONNECTORS: &str = "nexmark, datagen, file";
+pub const CONNECTORS: &str = "kafka, nexmark, datagen, file";
 
 /// A reader for `definition`'s connector over the source's columns,
 /// resuming at `position` (None: from the start). Checks the options, so
@@ -56,6 +72,7 @@ pub const CONNECTORS: &str = "nexmark, datagen, file";
 pub fn open_reader(
     definition: &SourceDefinition,
     schema: &SchemaRef,
+    watermark: Option<&WatermarkDefinition>,
     position: Option<&str>,
 ) -> Result<Box<dyn SourceReader>> {
     check_format(definition)?;
@@ -73,6 +90,13 @@ pub fn open_reader(
             let options =
                 file::FileOptions::parse(&definition.options, definition.encode.as_deref())?;
             Ok(Box::new(file::FileReader::new(options, schema, position)?))
+        }
+        "kafka" => {
+            let options =
+                kafka::KafkaOptions::parse(&definition.options, definition.encode.as_deref())?;
+            Ok(Box::new(kafka::KafkaReader::new(
+                options, schema, watermark, position,
+            )?))
         }
         "nexmark" => {
             let options = nexmark::NexmarkOptions::parse(&definition.options)?;

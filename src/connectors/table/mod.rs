@@ -50,7 +50,7 @@ pub use group_commit::GroupCommitter;
 pub use history::History;
 pub use transaction::{PendingWrites, MAX_TRANSACTION_BYTES};
 
-use crate::catalog::StreamDefinition;
+use crate::catalog::{SourceDefinition, StreamDefinition};
 use crate::error::{Result, WeirError};
 use crate::state::StateStore;
 use crate::stream::WatermarkTracker;
@@ -434,7 +434,13 @@ fn watermark_tracker(
     let column = schema.index_of(&definition.column).map_err(|_| {
         WeirError::internal(format!("watermark column {} is missing", definition.column))
     })?;
-    Ok(Some(WatermarkTracker::new(column, definition.delay_ms)))
+    let from_connector = stream
+        .and_then(|stream| stream.source.as_ref())
+        .is_some_and(SourceDefinition::watermark_from_connector);
+    Ok(Some(match from_connector {
+        true => WatermarkTracker::raised_only(column),
+        false => WatermarkTracker::new(column, definition.delay_ms),
+    }))
 }
 
 #[async_trait]
