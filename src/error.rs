@@ -35,6 +35,9 @@ pub mod sqlstate {
     pub const CARDINALITY_VIOLATION: &str = "21000";
     pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
     pub const DUPLICATE_COLUMN: &str = "42701";
+    pub const INVALID_CURSOR_NAME: &str = "34000";
+    pub const OBJECT_NOT_IN_PREREQUISITE_STATE: &str = "55000";
+    pub const DUPLICATE_CURSOR: &str = "42P03";
     /// Postgres reports an unknown setting name as 42704 (undefined_object).
     pub const UNDEFINED_PARAMETER: &str = "42704";
     /// A `$n` the statement has no value for (Postgres's undefined_parameter).

@@ -97,6 +97,10 @@ struct BenchOptions {
     /// --parallelism).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     parallelism: Option<u64>,
+    /// A Kafka broker (host:port) for `--scenario sources` to also time a
+    /// Kafka source: the bids go to a new topic there first.
+    #[arg(long)]
+    kafka: Option<String>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
@@ -228,7 +232,8 @@ async fn bench(options: BenchOptions) -> weir::error::Result<()> {
     if let ScenarioChoice::Sources = options.scenario {
         let temporary = std::env::temp_dir().join(format!("weir-bench-{}", std::process::id()));
         let root = options.data_dir.clone().unwrap_or(temporary.clone());
-        let outcome = weir::bench::sources::run(options.rows, &root).await;
+        let kafka = options.kafka.as_deref();
+        let outcome = weir::bench::sources::run(options.rows, &root, kafka).await;
         let _ = std::fs::remove_dir_all(&temporary);
         return outcome;
     }

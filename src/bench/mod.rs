@@ -16,6 +16,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use futures::TryStreamExt;
 
 mod generator;
+mod kafka;
 mod scenarios;
 pub mod sources;
 

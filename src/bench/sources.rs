@@ -24,13 +24,21 @@ fn events_for(bids: u64) -> u64 {
     bids.div_ceil(46) * 50
 }
 
-pub async fn run(bids: u64, root: &Path) -> Result<()> {
+/// The generator and the nexmark source; with `kafka` (a broker's
+/// address) also a Kafka source over the same bids.
+pub async fn run(bids: u64, root: &Path, kafka: Option<&str>) -> Result<()> {
     println!("| scenario | bids | seconds | bids/s |");
     println!("|---|---:|---:|---:|");
     let (rows, elapsed) = generate(bids)?;
     print_row("nexmark-generator", rows, elapsed);
     let (rows, elapsed) = through_a_view(bids, &root.join("nexmark-source")).await?;
     print_row("nexmark-source-to-view", rows, elapsed);
+    if let Some(broker) = kafka {
+        let topic = super::kafka::fill_topic(broker, rows, options(bids)?).await?;
+        let directory = root.join("kafka-source");
+        let elapsed = super::kafka::through_a_view(broker, &topic, rows, &directory).await?;
+        print_row("kafka-source-to-view", rows, elapsed);
+    }
     Ok(())
 }
 

@@ -204,7 +204,8 @@ impl Engine {
                     sql::Statement::Flush
                     | sql::Statement::AlterSystem { .. }
                     | sql::Statement::AlterRetention(_)
-                    | sql::Statement::DropSource { .. },
+                    | sql::Statement::DropSource { .. }
+                    | sql::Statement::Changefeed(_),
                 )
                 | None => {
                     return Err(WeirError::internal(format!(

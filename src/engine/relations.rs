@@ -344,10 +344,14 @@ impl Relations {
             let provider = MaterializedViewTable::new(result.clone());
             let _ = self.schema.deregister_table(&name)?;
             self.register(&name, Arc::new(provider))?;
-            self.view_results
+            let replaced = self
+                .view_results
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(name, result);
+            if let Some(replaced) = replaced {
+                replaced.end_subscriptions("the view was rebuilt after a failed write");
+            }
         }
         self.write().insert(definition.name.clone(), definition);
         Ok(())
@@ -417,10 +421,14 @@ impl Relations {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
-        self.view_results
+        let dropped = self
+            .view_results
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
+        if let Some(dropped) = dropped {
+            dropped.end_subscriptions("the view was dropped");
+        }
         self.write().remove(name);
         Ok(())
     }

@@ -21,7 +21,7 @@ use pgwire::api::{
     DEFAULT_NAME,
 };
 use pgwire::error::{PgWireError, PgWireResult};
-use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::extendedquery::Sync as PgSync;
 use pgwire::messages::response::{CommandComplete, NoticeResponse, ReadyForQuery};
 use pgwire::messages::simplequery::Query;
@@ -199,6 +199,7 @@ impl SessionHandler {
                 });
                 Response::CopyOut(CopyResponse::new(0, copy.columns, data))
             }
+            Outcome::CopySubscribe(feed) => return Err(stream_subscription(client, feed).await),
             Outcome::CopyIn(copy) => {
                 let columns = copy.columns.fields().len();
                 let copy = self.session.start_copy(copy).await;
@@ -207,6 +208,43 @@ impl SessionHandler {
             }
         };
         Ok(response)
+    }
+}
+
+/// COPY (SUBSCRIBE …) TO STDOUT: rows are sent (and flushed) as they come,
+/// which pgwire's COPY response would hold in its buffer, until the client
+/// cancels (pgwire then drops this future and reports 57014) or goes away.
+async fn stream_subscription<C>(
+    client: &mut C,
+    mut feed: crate::session::CopySubscription,
+) -> PgWireError
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let columns = feed.columns();
+    let start = CopyOutResponse::new(0, columns as i16, vec![0; columns]);
+    if let Err(error) = client
+        .send(PgWireBackendMessage::CopyOutResponse(start))
+        .await
+    {
+        return error.into();
+    }
+    loop {
+        let lines = match feed.next_lines().await {
+            Ok(lines) => lines,
+            Err(error) => return to_pgwire(error),
+        };
+        for line in lines {
+            let data = CopyData::new(bytes::Bytes::from(line));
+            if let Err(error) = client.feed(PgWireBackendMessage::CopyData(data)).await {
+                return error.into();
+            }
+        }
+        if let Err(error) = client.flush().await {
+            return error.into();
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! and result types) and `execute` (with bound parameters). The server turns
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
+mod changefeed;
 mod copy;
 mod copy_out;
 mod current_setting;
@@ -14,6 +15,7 @@ mod parameters;
 mod planning;
 mod results;
 mod settings;
+mod subscribe;
 mod transaction;
 mod upsert;
 mod utility;
@@ -35,6 +37,7 @@ use crate::engine::{CommandDone, Engine};
 use crate::error::{Result, WeirError};
 use crate::sql;
 pub use crate::sql::units::{parse_memory_size, parse_milliseconds};
+pub use changefeed::CopySubscription;
 pub use copy::CopyInProgress;
 pub use copy_out::CopyOut;
 pub use parameters::bound_type;
@@ -57,6 +60,8 @@ pub struct Session {
     planning: Mutex<PlanningCache>,
     /// The name the client logged in with (`current_user`).
     user: OnceLock<String>,
+    /// Open subscription cursors (DECLARE … CURSOR FOR SUBSCRIBE).
+    cursors: changefeed::Cursors,
 }
 
 /// A statement ready to execute, possibly many times with new parameters.
@@ -97,6 +102,8 @@ pub enum Action {
     Utility(Utility),
     /// `[EXPLAIN] CREATE MATERIALIZED VIEW`, planned when executed.
     MaterializedView(Box<sql::MaterializedView>),
+    /// DECLARE … CURSOR FOR SUBSCRIBE, FETCH, CLOSE, COPY (SUBSCRIBE …).
+    Changefeed(sql::subscribe::Changefeed),
 }
 
 /// Whether executing `action` creates or drops a relation.
@@ -110,6 +117,7 @@ fn changes_catalog(action: &Action) -> bool {
                 | Utility::AlterRetention(_)
         ),
         Action::MaterializedView(view) => !view.explain,
+        Action::Changefeed(_) => false,
     }
 }
 
@@ -123,6 +131,9 @@ pub enum Outcome {
     CopyIn(CopyIn),
     /// COPY … TO STDOUT: the lines to send.
     CopyOut(copy_out::CopyOut),
+    /// COPY (SUBSCRIBE …) TO STDOUT: rows to send as they come, until the
+    /// client cancels.
+    CopySubscribe(changefeed::CopySubscription),
     /// DEALLOCATE: the server forgets the named prepared statement (None:
     /// all of them).
     Deallocate(Option<String>, CommandDone),
@@ -147,6 +158,7 @@ impl Session {
             pending: Arc::new(PendingWrites::default()),
             planning: Mutex::new(PlanningCache::default()),
             user: OnceLock::new(),
+            cursors: changefeed::Cursors::default(),
         }
     }
 
@@ -242,6 +254,9 @@ impl Session {
                     "ALTER SYSTEM".to_string(),
                     Utility::AlterSystem { name, value },
                 ))
+            }
+            sql::Statement::Changefeed(changefeed) => {
+                return self.prepare_changefeed(changefeed).await
             }
             sql::Statement::DropSource { names, if_exists } => {
                 return Ok(Prepared::utility(
@@ -354,6 +369,7 @@ impl Session {
                 self.copy_out(query, options).await
             }
             Action::Utility(utility) => self.execute_utility(utility),
+            Action::Changefeed(changefeed) => self.execute_changefeed(changefeed).await,
             Action::MaterializedView(view) => self.execute_materialized_view(view, prepared).await,
             Action::Plan(plan) => {
                 let plan = match parameters {

@@ -30,6 +30,8 @@ const KNOWN: &[(&str, &str, bool)] = &[
     ("server_version_num", SERVER_VERSION_NUMBER, false),
     ("standard_conforming_strings", "on", true),
     ("statement_timeout", "0", false),
+    // What a subscription (SUBSCRIBE) may have waiting before it is cut off.
+    ("subscribe_queue_limit", "64MB", false),
     ("timezone", "UTC", true),
     ("transaction_isolation", "read committed", false),
     ("transaction_read_only", "off", false),
@@ -134,6 +136,19 @@ impl Settings {
         Ok((milliseconds > 0).then(|| std::time::Duration::from_millis(milliseconds)))
     }
 
+    /// `subscribe_queue_limit` in bytes.
+    pub fn subscribe_queue_limit_bytes(&self) -> Result<usize> {
+        let value = self.get("subscribe_queue_limit")?;
+        crate::sql::units::parse_memory_size(&value)
+            .map(|bytes| bytes as usize)
+            .ok_or_else(|| {
+                WeirError::new(
+                    sqlstate::INVALID_PARAMETER_VALUE,
+                    format!("invalid value for parameter \"subscribe_queue_limit\": \"{value}\""),
+                )
+            })
+    }
+
     /// Every known parameter with its current value, for `SHOW ALL`.
     pub fn all(&self) -> Vec<(String, String)> {
         let mut all: BTreeMap<String, String> = KNOWN
@@ -198,6 +213,9 @@ fn validate(name: &str, value: &str) -> Result<()> {
         "default_transaction_isolation" | "transaction_isolation" => check_isolation_level(value),
         "statement_timeout" if parse_milliseconds(value).is_none() => {
             invalid("Give milliseconds, or a number with a unit: 500ms, 30s, 5min.")
+        }
+        "subscribe_queue_limit" if crate::sql::units::parse_memory_size(value).is_none() => {
+            invalid("Give a memory size such as 64MB or 1GB.")
         }
         "server_version"
         | "server_version_num"

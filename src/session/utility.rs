@@ -261,6 +261,19 @@ fn classify_show(variable: &[ast::Ident]) -> Utility {
     Utility::Show { name }
 }
 
+/// The options of `COPY (query) TO STDOUT …` written out as `copy`.
+pub fn copy_to_options(copy: &str) -> Result<CopyOptions> {
+    let statement = match crate::sql::parse(copy)?.pop() {
+        Some(crate::sql::Statement::Standard(statement)) => statement,
+        _ => return Err(WeirError::syntax("COPY ( SUBSCRIBE … ) TO STDOUT expected")),
+    };
+    match classify(&statement)? {
+        Some(Utility::CopyTo { options, .. }) => Ok(options),
+        _ => Err(WeirError::syntax("COPY ( SUBSCRIBE … ) goes TO STDOUT")
+            .with_hint("Write COPY (SUBSCRIBE view) TO STDOUT.")),
+    }
+}
+
 fn classify_copy(
     source: &CopySource,
     to: bool,

@@ -39,6 +39,7 @@ mod source_ddl;
 pub mod special_registers;
 mod stream_ddl;
 pub mod streaming;
+pub mod subscribe;
 mod table_time;
 pub mod text_casts;
 mod text_function;

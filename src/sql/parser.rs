@@ -45,6 +45,9 @@ pub enum Statement {
     AlterRetention(super::alter_table::AlterRetention),
     /// `DROP SOURCE [IF EXISTS] name, ...`.
     DropSource { names: Vec<String>, if_exists: bool },
+    /// SUBSCRIBE, DECLARE … CURSOR FOR SUBSCRIBE, FETCH, CLOSE, COPY
+    /// (SUBSCRIBE …) TO STDOUT.
+    Changefeed(super::subscribe::Changefeed),
 }
 
 /// Words that mark a statement as a client's catalog query.
@@ -114,6 +117,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     }
     if let Some((names, if_exists)) = super::source_ddl::parse_drop(&tokens)? {
         return Ok(Statement::DropSource { names, if_exists });
+    }
+    if let Some(changefeed) = super::subscribe::parse(&tokens)? {
+        return Ok(Statement::Changefeed(changefeed));
     }
     let tokens = super::source_ddl::show_create_as_table(tokens);
     let tokens = windows::normalize_flink_spelling(tokens)?;

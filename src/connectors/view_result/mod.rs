@@ -10,6 +10,7 @@
 //! reads the entries committed when it started. The state envelope's format
 //! version pins the row encoding (docs/decisions.md).
 
+mod feed;
 mod log;
 mod multiset;
 mod scan;
@@ -34,8 +35,9 @@ use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::message::Chunk;
 use crate::stream::ViewSink;
+pub use feed::{Change, Queue as SubscriberQueue};
 use log::LogPosition;
-pub use scan::ViewRows;
+pub use scan::{RowBatches, ViewRows};
 use versions::Versions;
 
 pub struct ViewResult {
@@ -65,6 +67,15 @@ pub struct ViewResult {
     pub state_memory_bytes: AtomicU64,
     /// Row changes committed since the server started (`/metrics`).
     changes_committed: AtomicU64,
+    /// The subscribers to the view's changes (SUBSCRIBE).
+    feed: feed::Feed,
+}
+
+/// A new subscriber's start: the rows at `epoch`, then the changes after.
+pub struct Subscription {
+    pub epoch: u64,
+    pub snapshot: RowBatches,
+    pub changes: Arc<SubscriberQueue>,
 }
 
 #[derive(Default)]
@@ -276,6 +287,7 @@ impl ViewResult {
             late_rows: Arc::new(AtomicU64::new(0)),
             state_memory_bytes: AtomicU64::new(0),
             changes_committed: AtomicU64::new(0),
+            feed: feed::Feed::default(),
         })
     }
 
@@ -313,10 +325,14 @@ impl ViewResult {
         if chunk.num_rows() == 0 {
             return Ok(WriteBatch::new());
         }
-        self.staged
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .changes += chunk.num_rows() as u64;
+        {
+            let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+            staged.changes += chunk.num_rows() as u64;
+            // Under the staged lock, so a subscriber comes in before the
+            // commit's first chunk or after its publication (`subscribe`).
+            staged.changed = true;
+            self.feed.stage(chunk);
+        }
         match self.layout {
             RowLayout::Multiset => self.apply_multiset(chunk),
             RowLayout::Log => self.apply_log(chunk),
@@ -370,6 +386,8 @@ impl ViewResult {
             RowLayout::Multiset => self.readers.lock().committed = taken.epoch,
             RowLayout::Log => self.publish_log(taken.entries, taken.tail),
         }
+        self.feed.publish();
+        drop(staged);
     }
 
     /// The staged changes were not committed: forget them (and never read
@@ -377,6 +395,7 @@ impl ViewResult {
     pub fn discard(&self) {
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
         let taken = std::mem::take(&mut *staged);
+        self.feed.discard();
         if taken.reserved {
             let mut state = self.readers.lock();
             let mut aborted = state.aborted.to_vec();
@@ -402,6 +421,28 @@ impl ViewResult {
 
     pub fn row_count(&self) -> i64 {
         self.total_rows.load(Ordering::Acquire)
+    }
+
+    /// A new subscriber: the rows committed now and every later commit's
+    /// changes; None while a commit is being staged (ask again shortly).
+    pub fn subscribe(&self, limit_bytes: usize) -> Result<Option<Subscription>> {
+        let staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if staged.changed {
+            return Ok(None);
+        }
+        let (changes, epoch) = self.feed.subscribe(limit_bytes);
+        let snapshot = self.rows(None)?.read()?;
+        drop(staged);
+        Ok(Some(Subscription {
+            epoch,
+            snapshot,
+            changes,
+        }))
+    }
+
+    /// Ends every subscription: their next FETCH fails with `why`.
+    pub fn end_subscriptions(&self, why: &str) {
+        self.feed.end(why);
     }
 
     /// The committed rows, read from the store in batches, as of now.
