@@ -287,6 +287,13 @@ async fn kills_lose_and_repeat_no_message() {
         count(&client, "SELECT count(DISTINCT id) FROM stream").await,
         good
     );
+    // Read to the end of every partition: nothing behind the high watermarks.
+    wait_for(
+        &client,
+        "SELECT lag FROM weir_catalog.sources WHERE source_name = 'stream'",
+        0,
+    )
+    .await;
     assert_eq!(
         count(&client, "SELECT count(DISTINCT record) FROM stream_errors").await,
         bad

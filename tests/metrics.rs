@@ -81,10 +81,33 @@ async fn metrics_move_when_rows_arrive() {
         ],
     )
     .await;
+    client
+        .batch_execute(
+            "CREATE SOURCE numbers (id BIGINT) WITH (connector = 'datagen', \
+             number-of-rows = '5', rows-per-second = '0', fields.id.kind = 'sequence')",
+        )
+        .await
+        .unwrap();
+    let finished = "SELECT count(*) FROM weir_catalog.sources WHERE state = 'finished'";
+    for _ in 0..100 {
+        let done: i64 = client.query_one(finished, &[]).await.unwrap().get(0);
+        if done == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let before = scrape(port);
     assert_eq!(
         before["weir_table_rows_committed_total{table=\"bids\"}"],
         3.0
+    );
+    assert_eq!(
+        before["weir_source_rows_total{source=\"numbers\",connector=\"datagen\"}"],
+        5.0
+    );
+    assert_eq!(
+        before["weir_source_rejected_total{source=\"numbers\"}"],
+        0.0
     );
     assert_eq!(before["weir_view_rows{view=\"per_window\"}"], 0.0);
     assert_eq!(

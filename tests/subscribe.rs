@@ -256,3 +256,60 @@ async fn a_subscriber_that_does_not_read_is_cut_off() {
     let rows = fetch(&client, "FETCH ALL fast WITH (timeout = '0s')").await;
     assert_eq!(rows.len(), 200_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_from_a_busy_source_add_up_to_the_view() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE SOURCE readings (id BIGINT, k BIGINT) WITH (connector = 'datagen', \
+             rows-per-second = '40000', number-of-rows = '80000', fields.id.kind = 'sequence', \
+             fields.k.min = '0', fields.k.max = '9'); \
+             CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n FROM readings GROUP BY k",
+        )
+        .await
+        .unwrap();
+    // Subscribes while the source commits back to back.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client
+        .batch_execute("DECLARE c CURSOR FOR SUBSCRIBE per_k")
+        .await
+        .unwrap();
+    let mut held: std::collections::BTreeMap<String, i64> = Default::default();
+    let mut last_epoch = 0i64;
+    let finished = "SELECT count(*) FROM weir_catalog.sources WHERE state = 'finished'";
+    loop {
+        let done: i64 = client.query_one(finished, &[]).await.unwrap().get(0);
+        if done == 1 {
+            client.batch_execute("FLUSH").await.unwrap();
+        }
+        let rows = fetch(&client, "FETCH ALL c WITH (timeout = '200ms')").await;
+        for row in &rows {
+            let epoch: i64 = row[0].parse().unwrap();
+            assert!(epoch >= last_epoch, "epochs go forward: {row:?}");
+            last_epoch = epoch;
+            *held.entry(row[2..].join("|")).or_insert(0) += row[1].parse::<i64>().unwrap();
+        }
+        if done == 1 && rows.is_empty() {
+            break;
+        }
+    }
+    held.retain(|_, count| *count != 0);
+    assert!(held.values().all(|&count| count == 1), "{held:?}");
+    let mut from_changes: Vec<String> = held.into_keys().collect();
+    from_changes.sort();
+    let mut view: Vec<String> = fetch(&client, "SELECT k, n FROM per_k")
+        .await
+        .into_iter()
+        .map(|row| row.join("|"))
+        .collect();
+    view.sort();
+    assert_eq!(from_changes, view);
+    let total: i64 = client
+        .query_one("SELECT CAST(sum(n) AS BIGINT) FROM per_k", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(total, 80_000);
+}

@@ -62,6 +62,8 @@ struct Status {
     last_error: Option<String>,
     /// Why the connector gets no records now (a broker down), if so.
     trouble: Option<String>,
+    /// Records the outside holds that the connector has not read.
+    lag: Option<u64>,
 }
 
 impl SourceRun {
@@ -184,6 +186,7 @@ struct Gathered {
     /// The connector's own watermark (merged over its partitions).
     watermark: Option<i64>,
     trouble: Option<String>,
+    lag: Option<u64>,
 }
 
 /// Reads until `ROWS_PER_COMMIT` rows, or the reader waits or ends.
@@ -215,6 +218,7 @@ fn gather(reader: &mut dyn SourceReader, schema: &SchemaRef) -> Result<Gathered>
         rejected: reader.take_rejected(),
         watermark: reader.watermark(),
         trouble: reader.trouble(),
+        lag: reader.lag(),
     })
 }
 
@@ -273,8 +277,12 @@ async fn run_source(
             }
             _ => None,
         };
-        if gathered.trouble != run.status().trouble {
-            run.update(|status| status.trouble = gathered.trouble.clone());
+        let status = run.status();
+        if gathered.trouble != status.trouble || gathered.lag != status.lag {
+            run.update(|status| {
+                status.trouble = gathered.trouble.clone();
+                status.lag = gathered.lag;
+            });
         }
         let moved = committed.as_deref() != Some(gathered.position.as_str());
         if gathered.rows.is_some() || rejected.is_some() || moved {
@@ -394,8 +402,9 @@ fn failed(run: &SourceRun, error: WeirError) {
 }
 
 /// `weir_catalog.sources`: each source, its connector, what its runner is
-/// doing, rows committed, the stored position, its watermark, records
-/// rejected and the last error.
+/// doing, rows committed, the stored position, its watermark, its lag
+/// (records not read yet, where the connector can tell), records rejected
+/// and the last error.
 pub fn sources_table(
     runs: &Arc<SourceRuns>,
     relations: &Arc<super::relations::Relations>,
@@ -411,6 +420,7 @@ pub fn sources_table(
             DataType::Timestamp(TimeUnit::Nanosecond, None),
             true,
         ),
+        Field::new("lag", DataType::Int64, true),
         Field::new("rejected", DataType::Int64, false),
         Field::new("errors", DataType::Int64, false),
         Field::new("last_error", DataType::Utf8, true),
@@ -452,6 +462,11 @@ pub fn sources_table(
             Arc::new(TimestampNanosecondArray::from_iter(
                 logs.iter()
                     .map(|log| log.as_ref().and_then(|log| log.watermark_ns())),
+            )),
+            Arc::new(Int64Array::from_iter(
+                statuses
+                    .iter()
+                    .map(|(status, _)| status.lag.map(|lag| lag as i64)),
             )),
             Arc::new(Int64Array::from_iter_values(
                 statuses.iter().map(|(status, _)| status.rejected as i64),

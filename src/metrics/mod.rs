@@ -33,6 +33,31 @@ struct Family {
 
 const FAMILIES: &[Family] = &[
     Family {
+        name: "weir_source_rows_total",
+        kind: "counter",
+        help: "Rows a source's connector committed.",
+        sql: "SELECT source_name AS source, connector, rows AS value FROM weir_catalog.sources",
+    },
+    Family {
+        name: "weir_source_lag_records",
+        kind: "gauge",
+        help: "Records the outside holds that a source has not read yet (Kafka).",
+        sql: "SELECT source_name AS source, lag AS value FROM weir_catalog.sources \
+              WHERE lag IS NOT NULL",
+    },
+    Family {
+        name: "weir_source_rejected_total",
+        kind: "counter",
+        help: "Records a source's connector could not decode (in <source>_errors).",
+        sql: "SELECT source_name AS source, rejected AS value FROM weir_catalog.sources",
+    },
+    Family {
+        name: "weir_source_errors_total",
+        kind: "counter",
+        help: "Failed commits and connector failures of a source.",
+        sql: "SELECT source_name AS source, errors AS value FROM weir_catalog.sources",
+    },
+    Family {
         name: "weir_table_rows_committed_total",
         kind: "counter",
         help: "Rows committed to a table (events in).",

@@ -14,12 +14,11 @@ use datafusion::arrow::array::{ArrayRef, Int64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::connectors::view_result::{Change, RowBatches, SubscriberQueue, ViewResult};
+use crate::connectors::view_result::{
+    Change, RowBatches, SubscriberQueue, Subscribing, ViewResult,
+};
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::subscribe::Subscribe;
-
-/// How long DECLARE waits for a commit in progress before subscribing.
-const SETTLE_POLL: Duration = Duration::from_millis(5);
 
 pub struct SubscribeCursor {
     schema: SchemaRef,
@@ -60,11 +59,14 @@ impl SubscribeCursor {
         limit_bytes: usize,
     ) -> Result<Self> {
         let schema = cursor_schema(&view.schema())?;
-        let subscription = loop {
-            if let Some(subscription) = view.subscribe(limit_bytes)? {
-                break subscription;
-            }
-            tokio::time::sleep(SETTLE_POLL).await;
+        let subscription = match view.subscribe(limit_bytes) {
+            Subscribing::Now(subscription) => subscription?,
+            Subscribing::AfterCommit(waiting) => waiting.await.map_err(|_| {
+                WeirError::new(
+                    sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    "the view went away before the subscription started",
+                )
+            })??,
         };
         Ok(SubscribeCursor {
             schema,

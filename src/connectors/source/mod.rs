@@ -49,6 +49,11 @@ pub trait SourceReader: Send {
     fn trouble(&self) -> Option<String> {
         None
     }
+    /// Records the outside holds that the reader has not read yet, as last
+    /// measured (a Kafka topic's messages behind its high watermarks).
+    fn lag(&self) -> Option<u64> {
+        None
+    }
     /// Checks at CREATE SOURCE what only the outside can tell (the brokers
     /// answer, the topic exists). It may block for seconds.
     fn check(&mut self) -> Result<()> {

@@ -69,7 +69,18 @@ pub struct ViewResult {
     changes_committed: AtomicU64,
     /// The subscribers to the view's changes (SUBSCRIBE).
     feed: feed::Feed,
+    waiting_subscribers: Mutex<WaitingSubscribers>,
 }
+
+/// How a subscription starts: at once, or when the commit being staged
+/// is committed or discarded.
+pub enum Subscribing {
+    Now(Result<Subscription>),
+    AfterCommit(tokio::sync::oneshot::Receiver<Result<Subscription>>),
+}
+
+/// Subscriptions waiting for a commit to end, with their queue limits.
+type WaitingSubscribers = Vec<(usize, tokio::sync::oneshot::Sender<Result<Subscription>>)>;
 
 /// A new subscriber's start: the rows at `epoch`, then the changes after.
 pub struct Subscription {
@@ -288,6 +299,7 @@ impl ViewResult {
             state_memory_bytes: AtomicU64::new(0),
             changes_committed: AtomicU64::new(0),
             feed: feed::Feed::default(),
+            waiting_subscribers: Mutex::new(Vec::new()),
         })
     }
 
@@ -387,6 +399,7 @@ impl ViewResult {
             RowLayout::Log => self.publish_log(taken.entries, taken.tail),
         }
         self.feed.publish();
+        self.admit_waiting_subscribers();
         drop(staged);
     }
 
@@ -402,6 +415,8 @@ impl ViewResult {
             aborted.push(taken.epoch);
             state.aborted = Arc::new(aborted);
         }
+        self.admit_waiting_subscribers();
+        drop(staged);
     }
 
     pub fn set_watermark(&self, watermark_ns: i64) {
@@ -424,20 +439,45 @@ impl ViewResult {
     }
 
     /// A new subscriber: the rows committed now and every later commit's
-    /// changes; None while a commit is being staged (ask again shortly).
-    pub fn subscribe(&self, limit_bytes: usize) -> Result<Option<Subscription>> {
+    /// changes. While a commit is being staged the subscription starts
+    /// when it ends (its changes are then in the snapshot, or discarded).
+    pub fn subscribe(&self, limit_bytes: usize) -> Subscribing {
         let staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
-        if staged.changed {
-            return Ok(None);
+        if !staged.changed {
+            return Subscribing::Now(self.start_subscription(limit_bytes));
         }
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        self.waiting_subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((limit_bytes, sender));
+        drop(staged);
+        Subscribing::AfterCommit(receiver)
+    }
+
+    /// Call with the staged lock held and nothing staged.
+    fn start_subscription(&self, limit_bytes: usize) -> Result<Subscription> {
         let (changes, epoch) = self.feed.subscribe(limit_bytes);
         let snapshot = self.rows(None)?.read()?;
-        drop(staged);
-        Ok(Some(Subscription {
+        Ok(Subscription {
             epoch,
             snapshot,
             changes,
-        }))
+        })
+    }
+
+    /// Starts the subscriptions that waited for the commit that just ended
+    /// (call with the staged lock held).
+    fn admit_waiting_subscribers(&self) {
+        let waiting = std::mem::take(
+            &mut *self
+                .waiting_subscribers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for (limit_bytes, sender) in waiting {
+            let _ = sender.send(self.start_subscription(limit_bytes));
+        }
     }
 
     /// Ends every subscription: their next FETCH fails with `why`.
@@ -586,6 +626,40 @@ mod tests {
             .map(|batch| batch.unwrap())
             .collect();
         datafusion::arrow::compute::concat_batches(&result.schema(), &batches).unwrap()
+    }
+
+    #[test]
+    fn a_subscription_asked_for_during_a_commit_starts_after_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+        let schema = chunk(&[], &[], &[]).rows.schema();
+        let result = ViewResult::open(4, schema, RowLayout::Multiset, store.clone()).unwrap();
+        store
+            .commit(result.apply(&chunk(&["a"], &[1], &[1])).unwrap())
+            .unwrap();
+        result.publish();
+        let writes = result.apply(&chunk(&["b"], &[2], &[1])).unwrap();
+        let Subscribing::AfterCommit(mut waiting) = result.subscribe(1 << 20) else {
+            panic!("a commit is staged: the subscription must wait for it");
+        };
+        assert!(waiting.try_recv().is_err());
+        store.commit(writes).unwrap();
+        result.publish();
+        let subscription = waiting.try_recv().unwrap().unwrap();
+        let snapshot: usize = subscription
+            .snapshot
+            .map(|batch| batch.unwrap().num_rows())
+            .sum();
+        assert_eq!(snapshot, 2, "the commit it waited for is in the snapshot");
+        assert!(subscription.changes.take().unwrap().is_empty());
+        store
+            .commit(result.apply(&chunk(&["c"], &[3], &[1])).unwrap())
+            .unwrap();
+        result.publish();
+        let changes = subscription.changes.take().unwrap();
+        assert_eq!(changes.len(), 1);
+        assert!(changes[0].epoch > subscription.epoch);
+        assert_eq!(changes[0].rows.num_rows(), 1);
     }
 
     #[test]

@@ -37,6 +37,8 @@ const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL_AGAIN: Duration = Duration::from_millis(20);
 /// How often to look for partitions added to the topic.
 const DISCOVERY_EVERY: Duration = Duration::from_secs(10);
+/// How often to ask the brokers how far behind the reader is.
+const LAG_EVERY: Duration = Duration::from_secs(2);
 
 pub struct KafkaReader {
     options: KafkaOptions,
@@ -49,6 +51,8 @@ pub struct KafkaReader {
     discovered: Option<Instant>,
     rejected: Vec<Rejected>,
     trouble: Option<String>,
+    /// Messages behind the partitions' high watermarks, and when measured.
+    lag: Option<(u64, Instant)>,
 }
 
 /// One partition's messages read in one go: their text, back to back.
@@ -86,7 +90,27 @@ impl KafkaReader {
             discovered: None,
             rejected: Vec::new(),
             trouble: None,
+            lag: None,
         })
+    }
+
+    /// Asks the brokers for each partition's high watermark (every
+    /// `LAG_EVERY`); the lag is what lies between them and the offsets.
+    fn measure_lag(&mut self) {
+        if self.lag.is_some_and(|(_, at)| at.elapsed() < LAG_EVERY) {
+            return;
+        }
+        let mut behind = 0u64;
+        for (partition, offset) in self.partitions.offsets() {
+            let Ok((_, high)) =
+                self.consumer
+                    .fetch_watermarks(&self.options.topic, partition, BROKER_TIMEOUT)
+            else {
+                return;
+            };
+            behind += high.saturating_sub(offset).max(0) as u64;
+        }
+        self.lag = Some((behind, Instant::now()));
     }
 
     /// Looks the topic's partitions up and reads each from where it stands.
@@ -300,6 +324,7 @@ impl SourceReader for KafkaReader {
         }
         let (polled, count) = self.poll(max_rows);
         if count == 0 {
+            self.measure_lag();
             return Ok(Read::Wait(POLL_AGAIN));
         }
         let mut batches = Vec::with_capacity(polled.len());
@@ -324,6 +349,10 @@ impl SourceReader for KafkaReader {
 
     fn trouble(&self) -> Option<String> {
         self.trouble.clone()
+    }
+
+    fn lag(&self) -> Option<u64> {
+        self.lag.map(|(behind, _)| behind)
     }
 
     fn check(&mut self) -> Result<()> {
