@@ -317,3 +317,47 @@ async fn check_relations(client: &Client) -> Vec<Vec<String>> {
     }
     relations
 }
+
+/// A COPY … TO STDOUT whose client reads slowly is cancelled between its
+/// lines (they are sent after the statement's handler returned).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_to_stdout_stops_on_cancel() {
+    use futures::StreamExt;
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE big (id BIGINT, note TEXT); \
+             INSERT INTO big SELECT value, repeat('y', 200) FROM generate_series(1, 300000)",
+        )
+        .await
+        .unwrap();
+    let stream = client.copy_out("COPY big TO STDOUT").await.unwrap();
+    let mut stream = Box::pin(stream);
+    let mut lines = 0;
+    while lines < 10 {
+        stream.next().await.unwrap().unwrap();
+        lines += 1;
+    }
+    client.cancel_token().cancel_query(NoTls).await.unwrap();
+    let mut ended = None;
+    while let Some(item) = stream.next().await {
+        lines += 1;
+        if let Err(error) = item {
+            ended = Some(error);
+            break;
+        }
+    }
+    let error = ended.expect("the COPY was cancelled, not finished");
+    let code = error
+        .as_db_error()
+        .map(|error| error.code().code().to_string());
+    assert_eq!(code.as_deref(), Some("57014"), "{error:?}");
+    assert!(lines < 300_000, "{lines} lines came");
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM big", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 300_000);
+}

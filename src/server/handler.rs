@@ -193,11 +193,8 @@ impl SessionHandler {
                 Response::Execution(tag(&done))
             }
             Outcome::CopyOut(copy) => {
-                let data = copy.lines.map(|line| {
-                    line.map(|line| CopyData::new(bytes::Bytes::from(line)))
-                        .map_err(to_pgwire)
-                });
-                Response::CopyOut(CopyResponse::new(0, copy.columns, data))
+                let rows = send_copy_out(client, copy).await?;
+                Response::Execution(pgwire::api::results::Tag::new("COPY").with_rows(rows))
             }
             Outcome::CopySubscribe(feed) => return Err(stream_subscription(client, feed).await),
             Outcome::CopyIn(copy) => {
@@ -209,6 +206,39 @@ impl SessionHandler {
         };
         Ok(response)
     }
+}
+
+/// COPY … TO STDOUT, sent here rather than by pgwire's COPY response: an
+/// error part way (a cancel, statement_timeout, a failing expression) must
+/// end it with an ErrorResponse, while pgwire would send the client a
+/// CopyFail, which is a message only clients send, and drivers then drop
+/// the connection. Inside the handler, a cancel request stops it too.
+async fn send_copy_out<C>(client: &mut C, copy: crate::session::CopyOut) -> PgWireResult<usize>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let start = CopyOutResponse::new(0, copy.columns as i16, vec![0; copy.columns]);
+    client
+        .send(PgWireBackendMessage::CopyOutResponse(start))
+        .await?;
+    let header = copy.header;
+    let mut lines = copy.lines;
+    let mut rows = 0;
+    while let Some(line) = lines.next().await {
+        let line = line.map_err(to_pgwire)?;
+        client
+            .feed(PgWireBackendMessage::CopyData(CopyData::new(
+                bytes::Bytes::from(line),
+            )))
+            .await?;
+        rows += 1;
+    }
+    client
+        .send(PgWireBackendMessage::CopyDone(CopyDone::new()))
+        .await?;
+    Ok(rows - usize::from(header && rows > 0))
 }
 
 /// COPY (SUBSCRIBE …) TO STDOUT: rows are sent (and flushed) as they come,

@@ -14,6 +14,8 @@ use crate::sql;
 /// A COPY TO STDOUT's data: one line per row (and the header).
 pub struct CopyOut {
     pub columns: usize,
+    /// The first line is a header, not a row (`COPY n` counts rows).
+    pub header: bool,
     pub lines: BoxStream<'static, Result<String>>,
 }
 
@@ -59,9 +61,11 @@ impl Session {
                 Err(error) => stream::once(async move { Err(error) }).boxed(),
             }
         });
+        let has_header = header.is_some();
         let lines = stream::iter(header.map(Ok)).chain(rows).boxed();
         Ok(Outcome::CopyOut(CopyOut {
             columns: names.len(),
+            header: has_header,
             lines,
         }))
     }
