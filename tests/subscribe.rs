@@ -313,3 +313,43 @@ async fn changes_from_a_busy_source_add_up_to_the_view() {
         .get(0);
     assert_eq!(total, 80_000);
 }
+
+/// Late data downstream: a subscription on a view's `_late` side output
+/// gets each late row as it is set aside, and one on a `late_data =
+/// 'update'` view gets the correction of a closed window as a -1/+1 pair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_rows_and_corrections_reach_subscribers() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    let writer = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE visits (user_id BIGINT, ts TIMESTAMP, \
+             WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE) APPEND ONLY; \
+             CREATE MATERIALIZED VIEW side WITH (late_data = 'side_output') AS \
+             SELECT window_start, COUNT(DISTINCT user_id) AS users \
+             FROM TUMBLE(visits, ts, INTERVAL '5' MINUTE) GROUP BY window_start; \
+             CREATE MATERIALIZED VIEW corrected WITH (late_data = 'update', allowed_lateness = '1 hour') AS \
+             SELECT window_start, COUNT(DISTINCT user_id) AS users \
+             FROM TUMBLE(visits, ts, INTERVAL '5' MINUTE) GROUP BY window_start EMIT ON WINDOW CLOSE; \
+             INSERT INTO visits VALUES (1, '2026-01-01 10:00:00'), (2, '2026-01-01 10:07:00'); \
+             DECLARE late CURSOR FOR SUBSCRIBE side_late WITH (SNAPSHOT = false); \
+             DECLARE fixes CURSOR FOR SUBSCRIBE corrected WITH (SNAPSHOT = false)",
+        )
+        .await
+        .unwrap();
+    // The 10:00 window closed at 10:05; user 3 comes at 10:02, late.
+    writer
+        .batch_execute("INSERT INTO visits VALUES (3, '2026-01-01 10:02:00')")
+        .await
+        .unwrap();
+    let late = fetch(&client, "FETCH ALL late WITH (timeout = '10s')").await;
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(late[0][1], "1");
+    assert!(late[0].iter().any(|value| value == "3"), "{late:?}");
+    let fixes = fetch(&client, "FETCH ALL fixes WITH (timeout = '10s')").await;
+    assert_eq!(
+        without_epochs(&fixes),
+        vec!["-1|2026-01-01 10:00:00|1", "1|2026-01-01 10:00:00|2"]
+    );
+}
