@@ -11,6 +11,7 @@ use datafusion::execution::SessionState;
 use datafusion::logical_expr::{CreateMemoryTable, CreateView, DdlStatement, LogicalPlan};
 use datafusion::physical_plan::collect;
 
+use super::relations::NewTable;
 use super::sql_types::create_table_sql;
 use super::Engine;
 use crate::catalog::{
@@ -160,16 +161,24 @@ impl Engine {
                 self.catalog.create_table(&name, sql, parts, stream)?;
                 return Ok(CommandDone::new("CREATE TABLE"));
             };
-            let rejected = self.rejected_table(state, &name).await?;
-            self.catalog.create_table(&name, sql, parts, stream)?;
-            let (rejected_sql, rejected_parts, rejected_stream) = rejected;
-            let rejected_name = rejected_name(&name);
-            self.catalog.create_table(
-                &rejected_name,
-                &rejected_sql,
-                rejected_parts,
-                Some(rejected_stream),
-            )?;
+            let (rejected_sql, rejected_parts, rejected_stream) =
+                self.rejected_table(state, &name).await?;
+            // One commit: a crash never leaves a source without the
+            // relation its rejected records go to.
+            self.catalog.create_tables(vec![
+                NewTable {
+                    name: name.clone(),
+                    sql: sql.to_string(),
+                    parts,
+                    stream,
+                },
+                NewTable {
+                    name: rejected_name(&name),
+                    sql: rejected_sql,
+                    parts: rejected_parts,
+                    stream: Some(rejected_stream),
+                },
+            ])?;
             self.start_source(&name, source, watermark);
             return Ok(CommandDone::new("CREATE SOURCE"));
         }

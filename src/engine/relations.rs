@@ -43,6 +43,14 @@ fn definition_key(id: u64) -> Vec<u8> {
     key(&[b"catalog", b"relation", &id.to_be_bytes()])
 }
 
+/// A table to create with `create_tables`.
+pub struct NewTable {
+    pub name: String,
+    pub sql: String,
+    pub parts: TableParts,
+    pub stream: Option<StreamDefinition>,
+}
+
 impl Relations {
     /// Loads the stored definitions; providers are registered by the engine
     /// as it re-plans them (`restore_table`, `restore_view`).
@@ -191,6 +199,44 @@ impl Relations {
         };
         self.persist(&definition)?;
         self.restore_table(definition, table)
+    }
+
+    /// Creates several tables in one durable commit: all of them, or none
+    /// (a source and its `_errors` relation).
+    pub fn create_tables(&self, tables: Vec<NewTable>) -> Result<Vec<Arc<TableLog>>> {
+        for (position, table) in tables.iter().enumerate() {
+            self.check_name_free(&table.name)?;
+            if tables[..position]
+                .iter()
+                .any(|other| other.name == table.name)
+            {
+                return Err(WeirError::internal(format!(
+                    "{} is created twice",
+                    table.name
+                )));
+            }
+        }
+        let mut batch = WriteBatch::new();
+        let mut created = Vec::with_capacity(tables.len());
+        for table in tables {
+            let definition = RelationDefinition {
+                id: self.allocate_ids(1)?,
+                name: table.name,
+                kind: RelationKind::Table,
+                sql: table.sql,
+                depends_on: Vec::new(),
+                stream: table.stream,
+                side_output_id: None,
+                sql_edition: SQL_EDITION,
+            };
+            batch.extend(self.definition_write(&definition)?);
+            created.push((definition, table.parts));
+        }
+        self.store.commit(batch)?;
+        created
+            .into_iter()
+            .map(|(definition, parts)| self.restore_table(definition, parts))
+            .collect()
     }
 
     /// Registers a table whose definition is already stored.

@@ -55,3 +55,28 @@ fn concurrent_creates_get_distinct_ids() {
     ids.dedup();
     assert_eq!(ids.len(), 8);
 }
+
+#[test]
+fn tables_created_together_are_all_there_or_none() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let catalog = open(&store);
+    catalog.create_table("taken", "", parts(), None).unwrap();
+    let table = |name: &str| NewTable {
+        name: name.to_string(),
+        sql: String::new(),
+        parts: parts(),
+        stream: None,
+    };
+    assert!(catalog
+        .create_tables(vec![table("source"), table("taken")])
+        .is_err());
+    assert!(catalog.table("source").is_none(), "nothing of a failed pair");
+    let created = catalog
+        .create_tables(vec![table("s"), table("s_errors")])
+        .unwrap();
+    assert_eq!(created.len(), 2);
+    let reopened = open(&store);
+    let names: Vec<String> = reopened.definitions().into_iter().map(|d| d.name).collect();
+    assert!(names.contains(&"s".to_string()) && names.contains(&"s_errors".to_string()));
+}
