@@ -71,7 +71,10 @@ fn tables_created_together_are_all_there_or_none() {
     assert!(catalog
         .create_tables(vec![table("source"), table("taken")])
         .is_err());
-    assert!(catalog.table("source").is_none(), "nothing of a failed pair");
+    assert!(
+        catalog.table("source").is_none(),
+        "nothing of a failed pair"
+    );
     let created = catalog
         .create_tables(vec![table("s"), table("s_errors")])
         .unwrap();

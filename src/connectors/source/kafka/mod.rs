@@ -53,6 +53,8 @@ pub struct KafkaReader {
     trouble: Option<String>,
     /// Messages behind the partitions' high watermarks, and when measured.
     lag: Option<(u64, Instant)>,
+    /// Messages delivered again and skipped.
+    repeats: u64,
 }
 
 /// One partition's messages read in one go: their text, back to back.
@@ -91,6 +93,7 @@ impl KafkaReader {
             rejected: Vec::new(),
             trouble: None,
             lag: None,
+            repeats: 0,
         })
     }
 
@@ -217,8 +220,17 @@ impl KafkaReader {
                 Some(Ok(message)) => message,
             };
             self.trouble = None;
-            count += 1;
             let (partition, offset) = (message.partition(), message.offset());
+            if self.partitions.already_read(partition, offset) {
+                // Delivered again (a fetch that overlapped an earlier one):
+                // each message becomes a row once.
+                self.repeats += 1;
+                if self.repeats.is_power_of_two() {
+                    tracing::warn!(topic = %self.options.topic, partition, offset, repeats = self.repeats, "a Kafka message came again; skipped");
+                }
+                continue;
+            }
+            count += 1;
             self.partitions.consumed(partition, offset, now);
             let Some(payload) = message.payload() else {
                 continue;

@@ -88,6 +88,15 @@ impl Partitions {
         self.last_message.insert(partition, now);
     }
 
+    /// Whether the message at `offset` of `partition` is behind where the
+    /// partition stands: read (and committed, or about to be) already.
+    pub fn already_read(&self, partition: i32, offset: i64) -> bool {
+        self.stored
+            .partitions
+            .get(&partition)
+            .is_some_and(|stored| offset < stored.offset)
+    }
+
     /// The message at `offset` of `partition` was read.
     pub fn consumed(&mut self, partition: i32, offset: i64, now: Instant) {
         let entry = self
@@ -199,6 +208,8 @@ mod tests {
             position,
             r#"{"partitions":{"0":{"offset":0},"1":{"offset":42,"max_event_ns":7000000000},"2":{"offset":0}}}"#
         );
+        assert!(parts.already_read(1, 41) && !parts.already_read(1, 42));
+        assert!(!parts.already_read(7, 0), "an unknown partition");
         let back = Partitions::restore(Some(&position), SECOND, None, now).unwrap();
         assert_eq!(
             back.offsets().collect::<Vec<_>>(),
