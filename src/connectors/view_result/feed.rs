@@ -88,7 +88,21 @@ impl Feed {
         }
         let epoch = now_ms().max(state.last_epoch + 1);
         state.last_epoch = epoch;
-        let changes: Vec<Change> = staged.iter().map(|chunk| change(epoch, chunk)).collect();
+        let changes = staged
+            .iter()
+            .map(|chunk| change(epoch, chunk))
+            .collect::<Result<Vec<Change>>>();
+        let changes = match changes {
+            Ok(changes) => changes,
+            Err(error) => {
+                // Never a commit in part: the subscribers end, saying why.
+                drop(state);
+                return self.end(&format!(
+                    "its changes could not be copied: {}",
+                    error.message
+                ));
+            }
+        };
         for queue in state.subscribers.iter().filter_map(Weak::upgrade) {
             queue.push(&changes, overflow);
         }
@@ -131,21 +145,21 @@ impl Feed {
 }
 
 /// Rows with -n or +n repeated as n rows of -1 or +1.
-fn change(epoch: u64, chunk: &Chunk) -> Change {
+fn change(epoch: u64, chunk: &Chunk) -> Result<Change> {
     let Some(diffs) = &chunk.diffs else {
         let ones = Int64Array::from(vec![1; chunk.rows.num_rows()]);
-        return Change {
+        return Ok(Change {
             epoch,
             rows: chunk.rows.clone(),
             diffs: ones,
-        };
+        });
     };
     if diffs.iter().all(|d| matches!(d, Some(1) | Some(-1))) {
-        return Change {
+        return Ok(Change {
             epoch,
             rows: chunk.rows.clone(),
             diffs: diffs.clone(),
-        };
+        });
     }
     let mut indexes = Vec::new();
     let mut signs = Vec::new();
@@ -157,21 +171,12 @@ fn change(epoch: u64, chunk: &Chunk) -> Change {
         }
     }
     let indexes = datafusion::arrow::array::UInt64Array::from(indexes);
-    let columns = chunk
-        .rows
-        .columns()
-        .iter()
-        .map(|column| datafusion::arrow::compute::take(column, &indexes, None))
-        .collect::<std::result::Result<Vec<_>, _>>();
-    let rows = columns
-        .ok()
-        .and_then(|columns| RecordBatch::try_new(chunk.rows.schema(), columns).ok())
-        .unwrap_or_else(|| RecordBatch::new_empty(chunk.rows.schema()));
-    Change {
+    let rows = datafusion::arrow::compute::take_record_batch(&chunk.rows, &indexes)?;
+    Ok(Change {
         epoch,
         rows,
         diffs: Int64Array::from(signs),
-    }
+    })
 }
 
 /// One subscriber's waiting changes.

@@ -11,6 +11,7 @@ mod options;
 mod partitions;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
@@ -302,7 +303,7 @@ fn hex(bytes: &[u8]) -> String {
     let mut text = String::with_capacity(2 + bytes.len() * 2);
     text.push_str("\\x");
     for byte in bytes {
-        text.push_str(&format!("{byte:02x}"));
+        let _ = write!(text, "{byte:02x}");
     }
     text
 }
