@@ -257,6 +257,7 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
         options.checkpoint_interval_ms,
     ));
     engine.start_clock();
+    engine.start_sinks();
     engine.start_sources();
     if let Some(listen) = &options.metrics_listen {
         serve_metrics(&engine, listen).await?;

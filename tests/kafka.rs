@@ -3,7 +3,10 @@
 //! (an idle partition stops counting after `watermark_idle_timeout`), bad
 //! messages land in `<source>_errors` with the reason, and a weir killed
 //! with SIGKILL while messages keep coming ends with each message once and
-//! views equal to a source that read the topic without interruption.
+//! views equal to a source that read the topic without interruption — and
+//! its sinks' topics (a PLAIN sink of an EMIT ON WINDOW CLOSE view, an
+//! UPSERT sink of an updating one, 3 partitions each) hold every change
+//! once and, compacted, equal their views.
 
 #[path = "common/broker.rs"]
 mod broker;
@@ -271,6 +274,7 @@ async fn kills_lose_and_repeat_no_message() {
         .await
         .unwrap();
     create_views(&client, "stream").await;
+    create_sinks(&client, &broker).await;
     let producing = produce(broker.address.clone(), total);
     let mut random = Lcg(5);
     for _ in 0..3 {
@@ -313,6 +317,110 @@ async fn kills_lose_and_repeat_no_message() {
         let batch = sorted_rows(&client, &query.replace("{s}", "stream")).await;
         assert_eq!(killed, batch, "view {name} against its query");
     }
+    check_sinks(&client, &broker).await;
+}
+
+/// A PLAIN sink of closed minutes and an UPSERT sink of per-user counts,
+/// each to a topic of 3 partitions.
+async fn create_sinks(client: &Client, broker: &Broker) {
+    broker.create_topic("closed_minutes", 3);
+    broker.create_topic("user_counts", 3);
+    client
+        .batch_execute(&format!(
+            "CREATE MATERIALIZED VIEW stream_closed AS SELECT window_start, count(*) AS n \
+             FROM TUMBLE(stream, ts, INTERVAL '1' MINUTE) GROUP BY window_start EMIT ON WINDOW CLOSE;
+             CREATE SINK closed_sink FROM stream_closed WITH (connector = 'kafka', \
+             topic = 'closed_minutes', properties.bootstrap.server = '{address}') \
+             FORMAT PLAIN ENCODE JSON;
+             CREATE SINK users_sink FROM stream_per_user WITH (connector = 'kafka', \
+             topic = 'user_counts', properties.bootstrap.server = '{address}') \
+             FORMAT UPSERT ENCODE JSON (primary_key = 'user_id')",
+            address = broker.address
+        ))
+        .await
+        .unwrap();
+}
+
+/// Each sink's topic holds its view's rows, each change once.
+async fn check_sinks(client: &Client, broker: &Broker) {
+    let behind =
+        "SELECT count(*) FROM weir_catalog.sinks WHERE shipped < committed OR state <> 'running'";
+    for _ in 0..600 {
+        if count(client, behind).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sinks = sorted_rows(client, "SELECT * FROM weir_catalog.sinks").await;
+    assert_eq!(
+        count(client, behind).await,
+        0,
+        "the sinks did not catch up: {sinks:?}"
+    );
+    let normalize = |text: String| text.replace('T', " ");
+    let closed = broker::read_topic(&broker.address, "closed_minutes");
+    assert_once(&closed);
+    let mut shipped: Vec<Vec<String>> = closed
+        .iter()
+        .map(|message| {
+            let row: serde_json::Value =
+                serde_json::from_str(message.value.as_deref().unwrap()).unwrap();
+            vec![
+                normalize(row["window_start"].as_str().unwrap().to_string()),
+                row["n"].to_string(),
+            ]
+        })
+        .collect();
+    shipped.sort();
+    let mut rows = sorted_rows(
+        client,
+        "SELECT CAST(window_start AS TEXT), n FROM stream_closed",
+    )
+    .await;
+    rows.iter_mut()
+        .for_each(|row| row[0] = normalize(row[0].clone()));
+    rows.sort();
+    assert!(rows.len() > 10, "windows closed: {}", rows.len());
+    assert_eq!(shipped, rows, "the PLAIN sink's topic");
+    let upserts = broker::read_topic(&broker.address, "user_counts");
+    assert_once(&upserts);
+    let mut latest = std::collections::BTreeMap::new();
+    for message in &upserts {
+        latest.insert(message.key.clone().unwrap(), message.value.clone());
+    }
+    let mut compacted: Vec<Vec<String>> = latest
+        .values()
+        .flatten()
+        .map(|value| {
+            let row: serde_json::Value = serde_json::from_str(value).unwrap();
+            ["user_id", "n", "top"]
+                .iter()
+                .map(|c| row[c].to_string())
+                .collect()
+        })
+        .collect();
+    compacted.sort();
+    let mut users = sorted_rows(client, "SELECT user_id, n, top FROM stream_per_user").await;
+    users.sort();
+    assert_eq!(compacted, users, "the UPSERT sink's topic, compacted");
+}
+
+/// No change was written twice.
+fn assert_once(messages: &[broker::ReadMessage]) {
+    let mut seen = std::collections::HashMap::new();
+    let mut twice = Vec::new();
+    for (position, message) in messages.iter().enumerate() {
+        let change = message.change.as_deref().unwrap();
+        if let Some(first) = seen.insert(change, position) {
+            twice.push((change, first, position, message.partition));
+        }
+    }
+    assert!(
+        twice.is_empty(),
+        "{} of {} changes written twice (change, first, again, partition): {twice:?}",
+        twice.len(),
+        messages.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

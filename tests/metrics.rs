@@ -122,12 +122,34 @@ async fn metrics_move_when_rows_arrive() {
     assert!(before["weir_connections"] >= 1.0);
     assert!(before["weir_resident_memory_bytes"] > 0.0);
 
+    let out = tempfile::tempdir().unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SINK windows_out FROM per_window WITH (connector = 'file', path = '{}')",
+            out.path().join("windows.jsonl").display()
+        ))
+        .await
+        .unwrap();
     // Closes the first window: the view gets its row and a watermark.
     client
         .batch_execute("INSERT INTO bids VALUES (3, 40, '2024-01-01 00:00:15'), (3, 50, '2024-01-01 00:00:16')")
         .await
         .unwrap();
+    let shipped = "SELECT count(*) FROM weir_catalog.sinks WHERE shipped = 1";
+    for _ in 0..100 {
+        let done: i64 = client.query_one(shipped, &[]).await.unwrap().get(0);
+        if done == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let after = scrape(port);
+    assert_eq!(
+        after["weir_sink_records_total{sink=\"windows_out\",connector=\"file\"}"],
+        1.0
+    );
+    assert_eq!(after["weir_sink_lag_commits{sink=\"windows_out\"}"], 0.0);
+    assert_eq!(after["weir_sink_errors_total{sink=\"windows_out\"}"], 0.0);
     assert_eq!(
         after["weir_table_rows_committed_total{table=\"bids\"}"],
         5.0

@@ -1,4 +1,4 @@
-//! Durable definitions of tables and views: what is stored for each
+//! Durable definitions of tables, views and sinks: what is stored for each
 //! relation (its CREATE statement, kind, stream options, ids). A definition
 //! is the statement's SQL text; on start the engine re-plans each one in
 //! creation order. The live relations (table logs, view results, their
@@ -111,6 +111,38 @@ impl SourceDefinition {
     pub fn watermark_from_connector(&self) -> bool {
         self.connector.eq_ignore_ascii_case("kafka")
     }
+}
+
+/// What is stored for each sink (`CREATE SINK`): the view it ships, where
+/// to, and how its changes are written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkDefinition {
+    pub id: u64,
+    pub name: String,
+    /// The materialized view whose changes it ships.
+    pub view: String,
+    /// The CREATE SINK statement as written.
+    pub sql: String,
+    pub connector: String,
+    /// Every option but `connector`, names lower case.
+    pub options: std::collections::BTreeMap<String, String>,
+    pub format: SinkFormat,
+    /// The view's columns that key an UPSERT sink's records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_columns: Vec<String>,
+    /// A PLAIN sink of a view that retracts rows writes its insertions only.
+    #[serde(default)]
+    pub force_append_only: bool,
+}
+
+/// How a sink writes a view's changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkFormat {
+    /// Each inserted row as one record.
+    Plain,
+    /// Per key, the row it now has, or a deletion (the key, no value).
+    Upsert,
 }
 
 /// A source's watermark after row i is max(column over rows 1..i) - delay.

@@ -404,7 +404,7 @@ fn backfill_and_commit(
 /// The planning state for a view planned by `edition` of weir's SQL: a
 /// view from before `sum(bigint)` was numeric keeps DataFusion's bigint
 /// sum, the type its stored rows and accumulator states have.
-fn planning_state(mut state: SessionState, edition: u32) -> SessionState {
+pub(super) fn planning_state(mut state: SessionState, edition: u32) -> SessionState {
     if edition == 0 {
         let _ = state.register_udaf(datafusion::functions_aggregate::sum::sum_udaf());
     }

@@ -10,6 +10,7 @@ mod materialized;
 mod output_limits;
 pub mod pg_catalog;
 pub mod relations;
+mod sinks;
 mod sources;
 pub mod sql_types;
 mod system_settings;
@@ -63,6 +64,8 @@ pub struct Engine {
     connections: connections::ConnectionCounts,
     /// The connectors feeding sources.
     sources: Arc<sources::SourceRuns>,
+    /// The shippers of sinks.
+    sinks: Arc<sinks::SinkRuns>,
 }
 
 impl Engine {
@@ -123,7 +126,9 @@ impl Engine {
         let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
         let sources = Arc::new(sources::SourceRuns::default());
+        let sinks = Arc::new(sinks::SinkRuns::default());
         register_system_tables(&context, &catalog, &checkpoints, &sources)?;
+        register_sinks_table(&context, &catalog, &sinks)?;
         information_schema::register(&context, DATABASE_NAME).await?;
         let engine = Engine {
             context,
@@ -137,6 +142,7 @@ impl Engine {
             catalog_changes: tokio::sync::Mutex::new(()),
             connections: connections::ConnectionCounts::default(),
             sources,
+            sinks,
         };
         engine.load_system_settings()?;
         engine.recover().await?;
@@ -205,7 +211,8 @@ impl Engine {
                     | sql::Statement::AlterSystem { .. }
                     | sql::Statement::AlterRetention(_)
                     | sql::Statement::DropSource { .. }
-                    | sql::Statement::Changefeed(_),
+                    | sql::Statement::Changefeed(_)
+                    | sql::Statement::Sink(_),
                 )
                 | None => {
                     return Err(WeirError::internal(format!(
@@ -293,6 +300,22 @@ fn register_system_tables(
             Arc::new(PgCatalogSchema::new(pg_catalog, catalog, &names)),
         )?;
     }
+    Ok(())
+}
+
+fn register_sinks_table(
+    context: &SessionContext,
+    catalog: &Arc<Relations>,
+    sinks: &Arc<sinks::SinkRuns>,
+) -> Result<()> {
+    let system = context
+        .catalog(DATABASE_NAME)
+        .and_then(|database| database.schema(SYSTEM_SCHEMA_NAME))
+        .ok_or_else(|| WeirError::internal("the system schema is missing"))?;
+    system.register_table(
+        "sinks".to_string(),
+        Arc::new(sinks::sinks_table(sinks, catalog)),
+    )?;
     Ok(())
 }
 

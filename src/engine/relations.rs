@@ -21,6 +21,9 @@ use crate::connectors::view_result::{
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::append_observer::AppendObserver;
+pub use sink_entries::SinkEntry;
+
+pub mod sink_entries;
 
 pub struct Relations {
     store: Arc<dyn StateStore>,
@@ -33,6 +36,8 @@ pub struct Relations {
     /// The next relation id. Ids are never reused, even after a DROP, and
     /// are taken under this lock, so concurrent DDL never shares one.
     next_id: std::sync::Mutex<u64>,
+    /// Sinks by name, with the outbox each view commit writes to.
+    sinks: RwLock<BTreeMap<String, SinkEntry>>,
 }
 
 fn next_id_key() -> Vec<u8> {
@@ -81,7 +86,13 @@ impl Relations {
             .values()
             .map(|d| d.id.max(d.side_output_id.unwrap_or(0)) + 1)
             .fold(stored_next_id, u64::max);
+        let sinks = sink_entries::load(&*store)?;
+        let next_id = sinks
+            .values()
+            .map(|entry| entry.definition.id + 1)
+            .fold(next_id, u64::max);
         Ok(Relations {
+            sinks: RwLock::new(sinks),
             committer: GroupCommitter::new(store.clone(), observer),
             store,
             schema,
@@ -168,7 +179,10 @@ impl Relations {
 
     /// Fails with 42P07 when `name` is taken (by us or a built-in).
     pub fn check_name_free(&self, name: &str) -> Result<()> {
-        if self.read().contains_key(name) || self.schema.table_exist(name) {
+        if self.read().contains_key(name)
+            || self.schema.table_exist(name)
+            || self.sink(name).is_some()
+        {
             return Err(WeirError::new(
                 sqlstate::DUPLICATE_TABLE,
                 format!("relation \"{name}\" already exists"),
@@ -387,6 +401,9 @@ impl Relations {
             named.push((side_output_name(&definition.name), late));
         }
         for (name, result) in named {
+            for outbox in self.outboxes_of(&name) {
+                result.attach_outbox(outbox);
+            }
             let provider = MaterializedViewTable::new(result.clone());
             let _ = self.schema.deregister_table(&name)?;
             self.register(&name, Arc::new(provider))?;
@@ -418,6 +435,7 @@ impl Relations {
                 definition.kind.noun().to_uppercase()
             )));
         }
+        self.check_no_sinks(name)?;
         if let Some(dependent) = self.dependents(name).first().and_then(|d| self.get(d)) {
             let noun = dependent.kind.noun();
             return Err(WeirError::new(

@@ -58,6 +58,24 @@ const FAMILIES: &[Family] = &[
         sql: "SELECT source_name AS source, errors AS value FROM weir_catalog.sources",
     },
     Family {
+        name: "weir_sink_records_total",
+        kind: "counter",
+        help: "Records a sink wrote to its destination since the server started.",
+        sql: "SELECT sink_name AS sink, connector, records AS value FROM weir_catalog.sinks",
+    },
+    Family {
+        name: "weir_sink_lag_commits",
+        kind: "gauge",
+        help: "View commits a sink holds that its destination does not have yet.",
+        sql: "SELECT sink_name AS sink, committed - shipped AS value FROM weir_catalog.sinks",
+    },
+    Family {
+        name: "weir_sink_errors_total",
+        kind: "counter",
+        help: "Failed writes to a sink's destination (each is retried).",
+        sql: "SELECT sink_name AS sink, errors AS value FROM weir_catalog.sinks",
+    },
+    Family {
         name: "weir_table_rows_committed_total",
         kind: "counter",
         help: "Rows committed to a table (events in).",

@@ -115,6 +115,10 @@ fn changes_catalog(action: &Action) -> bool {
             Utility::DropMaterializedView { .. }
                 | Utility::DropSource { .. }
                 | Utility::AlterRetention(_)
+                | Utility::Sink(
+                    sql::sink_ddl::SinkStatement::Create(_)
+                        | sql::sink_ddl::SinkStatement::Drop { .. }
+                )
         ),
         Action::MaterializedView(view) => !view.explain,
         Action::Changefeed(_) => false,
@@ -258,6 +262,14 @@ impl Session {
             sql::Statement::Changefeed(changefeed) => {
                 return self.prepare_changefeed(changefeed).await
             }
+            sql::Statement::Sink(statement) => {
+                let tag = match &statement {
+                    sql::sink_ddl::SinkStatement::Create(_) => "CREATE SINK",
+                    sql::sink_ddl::SinkStatement::Drop { .. } => "DROP SINK",
+                    sql::sink_ddl::SinkStatement::ShowCreate { .. } => "SHOW",
+                };
+                return Ok(Prepared::utility(tag.to_string(), Utility::Sink(statement)));
+            }
             sql::Statement::DropSource { names, if_exists } => {
                 return Ok(Prepared::utility(
                     "DROP SOURCE".to_string(),
@@ -362,6 +374,19 @@ impl Session {
                 let mut done = CommandDone::new("DROP SOURCE");
                 for name in names {
                     done = self.engine.drop_source(name, *if_exists).await?;
+                }
+                Ok(Outcome::Done(done))
+            }
+            Action::Utility(Utility::Sink(sql::sink_ddl::SinkStatement::Create(create))) => {
+                Ok(Outcome::Done(self.engine.create_sink(create).await?))
+            }
+            Action::Utility(Utility::Sink(sql::sink_ddl::SinkStatement::Drop {
+                names,
+                if_exists,
+            })) => {
+                let mut done = CommandDone::new("DROP SINK");
+                for name in names {
+                    done = self.engine.drop_sink(name, *if_exists).await?;
                 }
                 Ok(Outcome::Done(done))
             }
@@ -489,9 +514,22 @@ impl Session {
                 *self.settings() = Settings::default();
                 Ok(Outcome::Done(CommandDone::new("RESET")))
             }
-            Utility::Flush | Utility::DropSource { .. } | Utility::CopyTo { .. } => Err(
-                WeirError::internal("an asynchronous utility ran synchronously"),
+            Utility::Sink(sql::sink_ddl::SinkStatement::ShowCreate { name }) => rows(
+                schema,
+                vec![vec![name.clone(), self.engine.show_create_sink(name)?]],
             ),
+            Utility::ShowSinks => {
+                let names = self.engine.relations().sinks().into_iter();
+                let mut names: Vec<_> = names.map(|entry| vec![entry.definition.name]).collect();
+                names.sort();
+                rows(schema, names)
+            }
+            Utility::Flush
+            | Utility::DropSource { .. }
+            | Utility::CopyTo { .. }
+            | Utility::Sink(_) => Err(WeirError::internal(
+                "an asynchronous utility ran synchronously",
+            )),
             Utility::Deallocate { name } => {
                 let tag = if name.is_some() {
                     "DEALLOCATE"

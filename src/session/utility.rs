@@ -48,6 +48,9 @@ pub enum Utility {
     ShowTables,
     ShowSources,
     ShowMaterializedViews,
+    ShowSinks,
+    /// CREATE SINK, DROP SINK, SHOW CREATE SINK.
+    Sink(crate::sql::sink_ddl::SinkStatement),
     AlterRetention(crate::sql::alter_table::AlterRetention),
     /// `value` None is RESET.
     AlterSystem {
@@ -89,10 +92,14 @@ impl Utility {
         let fields = match self {
             Utility::Show { name } => vec![text(name)],
             Utility::ShowAll => vec![text("name"), text("setting")],
-            Utility::ShowTables | Utility::ShowSources | Utility::ShowMaterializedViews => {
-                vec![text("Name")]
+            Utility::ShowTables
+            | Utility::ShowSources
+            | Utility::ShowMaterializedViews
+            | Utility::ShowSinks => vec![text("Name")],
+            Utility::ShowCreate { .. }
+            | Utility::Sink(crate::sql::sink_ddl::SinkStatement::ShowCreate { .. }) => {
+                vec![text("Name"), text("Create Sql")]
             }
-            Utility::ShowCreate { .. } => vec![text("Name"), text("Create Sql")],
             _ => vec![],
         };
         Arc::new(Schema::new(fields))
@@ -254,6 +261,7 @@ fn classify_show(variable: &[ast::Ident]) -> Utility {
         "tables" => return Utility::ShowTables,
         "sources" => return Utility::ShowSources,
         "materialized views" => return Utility::ShowMaterializedViews,
+        "sinks" => return Utility::ShowSinks,
         "time zone" => "timezone".to_string(),
         "transaction isolation level" => "transaction_isolation".to_string(),
         _ => words.join("."),

@@ -48,6 +48,8 @@ pub enum Statement {
     /// SUBSCRIBE, DECLARE … CURSOR FOR SUBSCRIBE, FETCH, CLOSE, COPY
     /// (SUBSCRIBE …) TO STDOUT.
     Changefeed(super::subscribe::Changefeed),
+    /// CREATE SINK, DROP SINK, SHOW CREATE SINK.
+    Sink(super::sink_ddl::SinkStatement),
 }
 
 /// Words that mark a statement as a client's catalog query.
@@ -117,6 +119,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     }
     if let Some((names, if_exists)) = super::source_ddl::parse_drop(&tokens)? {
         return Ok(Statement::DropSource { names, if_exists });
+    }
+    if let Some(sink) = super::sink_ddl::parse(&tokens, &text)? {
+        return Ok(Statement::Sink(sink));
     }
     if let Some(changefeed) = super::subscribe::parse(&tokens)? {
         return Ok(Statement::Changefeed(changefeed));

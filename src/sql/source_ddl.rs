@@ -82,6 +82,11 @@ fn take_with(tokens: &mut Vec<TokenWithSpan>) -> Result<Vec<(String, String)>> {
         .filter(|t| !matches!(t, Token::Whitespace(_)))
         .collect();
     tokens.drain(with..=close);
+    parse_options(&inner)
+}
+
+/// `name = 'value', ...` (the inside of a WITH list, without whitespace).
+pub(super) fn parse_options(inner: &[Token]) -> Result<Vec<(String, String)>> {
     let mut options: Vec<(String, String)> = Vec::new();
     for option in inner.split(|t| *t == Token::Comma) {
         let Some(equals) = option.iter().position(|t| *t == Token::Eq) else {

@@ -11,7 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
 
 pub struct Broker {
     child: Child,
@@ -157,4 +160,79 @@ impl TopicWriter {
     pub fn flush(&self) {
         self.producer.flush(Duration::from_secs(30)).unwrap();
     }
+}
+
+/// A message read back from a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadMessage {
+    pub partition: i32,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    /// The `weir.change` header, if any.
+    pub change: Option<String>,
+}
+
+/// Every message of `topic`'s partitions, up to their ends now, in
+/// partition and offset order.
+pub fn read_topic(address: &str, topic: &str) -> Vec<ReadMessage> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .set("group.id", "weir-test-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let partitions = metadata.topics()[0].partitions().len() as i32;
+    let mut messages = Vec::new();
+    for partition in 0..partitions {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, partition, Duration::from_secs(10))
+            .unwrap();
+        if high <= low {
+            continue;
+        }
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(topic, partition, Offset::Offset(low))
+            .unwrap();
+        consumer.assign(&assignment).unwrap();
+        // tansu 0.6 reports the high watermark as the last batch's first
+        // offset + 1: read past it until the partition is quiet.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut next = low;
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "{topic}/{partition}: stuck at {next} of {high}"
+            );
+            let Some(message) = consumer.poll(Duration::from_millis(500)) else {
+                if next >= high {
+                    break;
+                }
+                continue;
+            };
+            let message = message.unwrap();
+            if message.partition() != partition || message.offset() < next {
+                continue;
+            }
+            next = message.offset() + 1;
+            let text =
+                |bytes: Option<&[u8]>| bytes.map(|b| String::from_utf8_lossy(b).into_owned());
+            let change = message.headers().and_then(|headers| {
+                headers
+                    .iter()
+                    .find(|header| header.key == "weir.change")
+                    .and_then(|header| text(header.value))
+            });
+            messages.push(ReadMessage {
+                partition,
+                key: text(message.key()),
+                value: text(message.payload()),
+                change,
+            });
+        }
+    }
+    messages
 }

@@ -9,7 +9,7 @@ pub mod datagen;
 pub mod file;
 pub mod kafka;
 pub mod nexmark;
-mod options;
+pub(crate) mod options;
 mod pacing;
 mod records;
 

@@ -31,6 +31,7 @@ use datafusion::physical_plan::streaming::StreamingTableExec;
 use datafusion::physical_plan::ExecutionPlan;
 use serde::{Deserialize, Serialize};
 
+use crate::connectors::sink::Outbox;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::message::Chunk;
@@ -70,6 +71,9 @@ pub struct ViewResult {
     /// The subscribers to the view's changes (SUBSCRIBE).
     feed: feed::Feed,
     waiting_subscribers: Mutex<WaitingSubscribers>,
+    /// The outboxes of the sinks that ship the view's changes: each commit's
+    /// changes are written to them in the same commit.
+    outboxes: Mutex<Vec<Arc<Outbox>>>,
 }
 
 /// How a subscription starts: at once, or when the commit being staged
@@ -300,6 +304,7 @@ impl ViewResult {
             changes_committed: AtomicU64::new(0),
             feed: feed::Feed::default(),
             waiting_subscribers: Mutex::new(Vec::new()),
+            outboxes: Mutex::new(Vec::new()),
         })
     }
 
@@ -345,10 +350,32 @@ impl ViewResult {
             staged.changed = true;
             self.feed.stage(chunk);
         }
-        match self.layout {
-            RowLayout::Multiset => self.apply_multiset(chunk),
-            RowLayout::Log => self.apply_log(chunk),
+        let mut writes = match self.layout {
+            RowLayout::Multiset => self.apply_multiset(chunk)?,
+            RowLayout::Log => self.apply_log(chunk)?,
+        };
+        for outbox in self.outboxes().iter() {
+            writes.extend(outbox.stage(chunk)?);
         }
+        Ok(writes)
+    }
+
+    fn outboxes(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Outbox>>> {
+        self.outboxes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// From the next commit on, the view's changes go to `outbox` too.
+    /// (Attach between commits: the caller holds the dataflow.)
+    pub fn attach_outbox(&self, outbox: Arc<Outbox>) {
+        let mut outboxes = self.outboxes();
+        if !outboxes.iter().any(|o| Arc::ptr_eq(o, &outbox)) {
+            outboxes.push(outbox);
+        }
+    }
+
+    /// The view's changes no longer go to `outbox`.
+    pub fn detach_outbox(&self, outbox: &Arc<Outbox>) {
+        self.outboxes().retain(|o| !Arc::ptr_eq(o, outbox));
     }
 
     /// The staged versions were written to the store (after `reserve`):
@@ -399,6 +426,7 @@ impl ViewResult {
             RowLayout::Log => self.publish_log(taken.entries, taken.tail),
         }
         self.feed.publish();
+        self.outboxes().iter().for_each(|outbox| outbox.publish());
         self.admit_waiting_subscribers();
         drop(staged);
     }
@@ -409,6 +437,7 @@ impl ViewResult {
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
         let taken = std::mem::take(&mut *staged);
         self.feed.discard();
+        self.outboxes().iter().for_each(|outbox| outbox.discard());
         if taken.reserved {
             let mut state = self.readers.lock();
             let mut aborted = state.aborted.to_vec();
