@@ -44,6 +44,22 @@ fn next_id_key() -> Vec<u8> {
     key(&[b"catalog", b"next_id"])
 }
 
+/// A stored catalog entry (JSON); damage is reported, naming the entry.
+fn decode_catalog_entry<T: serde::de::DeserializeOwned>(
+    stored_key: &[u8],
+    value: &[u8],
+) -> Result<T> {
+    serde_json::from_slice(value).map_err(|error| {
+        WeirError::new(
+            sqlstate::DATA_CORRUPTED,
+            format!(
+                "catalog entry {:?} cannot be decoded: {error}",
+                String::from_utf8_lossy(stored_key)
+            ),
+        )
+    })
+}
+
 fn definition_key(id: u64) -> Vec<u8> {
     key(&[b"catalog", b"relation", &id.to_be_bytes()])
 }
@@ -66,16 +82,7 @@ impl Relations {
     ) -> Result<Self> {
         let mut definitions = BTreeMap::new();
         for (stored_key, value) in store.scan_prefix(&key(&[b"catalog", b"relation", b""]))? {
-            let definition: RelationDefinition =
-                serde_json::from_slice(&value).map_err(|error| {
-                    WeirError::new(
-                        sqlstate::DATA_CORRUPTED,
-                        format!(
-                            "catalog entry {:?} cannot be decoded: {error}",
-                            String::from_utf8_lossy(&stored_key)
-                        ),
-                    )
-                })?;
+            let definition: RelationDefinition = decode_catalog_entry(&stored_key, &value)?;
             definitions.insert(definition.name.clone(), definition);
         }
         let stored_next_id = match store.get(&next_id_key())? {

@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -23,22 +22,18 @@ use super::relations::sink_entries::sink_mark_key;
 use super::relations::{Relations, SinkEntry};
 use super::system_tables::ComputedTable;
 use super::Engine;
+use shipper::ship;
+
+mod shipper;
 use crate::catalog::{RelationKind, SinkDefinition, SinkFormat};
 use crate::connectors::sink::{
-    check_options, open_writer, take_shape, Outbox, RecordFormat, SinkMark, SinkWriter,
+    check_options, open_writer, take_shape, Outbox, RecordFormat, SinkMark,
 };
 use crate::connectors::view_result::RowLayout;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::sink_ddl::CreateSink;
-use crate::state::{StateStore, WriteBatch};
+use crate::state::WriteBatch;
 use crate::stream::message::Chunk;
-
-/// How long a failing shipper waits before it tries again.
-const RETRY_AFTER: Duration = Duration::from_secs(1);
-/// How long a shipper waits for a commit before looking at its stop flag.
-const WAIT_FOR_CHANGES: Duration = Duration::from_millis(200);
-/// Records a shipper writes at most before it makes them durable.
-const RECORDS_PER_MARK: usize = 64 * 1024;
 
 #[derive(Default)]
 pub struct SinkRuns {
@@ -422,93 +417,6 @@ fn snapshot_writes(catalog: &Relations, entry: &SinkEntry) -> Result<WriteBatch>
         writes.extend(entry.outbox.stage(&Chunk::inserts(batch?))?);
     }
     Ok(writes)
-}
-
-/// The shipper's loop: until stopped (or the store is closed), ship what
-/// is committed.
-fn ship(
-    store: &Weak<dyn StateStore>,
-    definition: &SinkDefinition,
-    format: &RecordFormat,
-    run: &SinkRun,
-) {
-    let mut writing: Option<(Box<dyn SinkWriter>, SinkMark)> = None;
-    while !run.stopped() {
-        let Some(store) = store.upgrade() else {
-            return;
-        };
-        if let Err(error) = ship_some(&*store, definition, format, run, &mut writing) {
-            writing = None;
-            tracing::warn!(sink = %definition.name, "{}", error.message);
-            run.update(|status| {
-                status.state = "retrying";
-                status.errors += 1;
-                status.last_error = Some(format!("{}: {}", error.code, error.message));
-            });
-            let _ = run.outbox.wait_beyond(u64::MAX, RETRY_AFTER);
-        }
-    }
-}
-
-fn ship_some(
-    store: &dyn StateStore,
-    definition: &SinkDefinition,
-    format: &RecordFormat,
-    run: &SinkRun,
-    writing: &mut Option<(Box<dyn SinkWriter>, SinkMark)>,
-) -> Result<()> {
-    if writing.is_none() {
-        let mark = read_mark(store, definition.id)?;
-        let mut writer = open_writer(definition)?;
-        writer.resume(&mark)?;
-        run.update(|status| status.shipped = mark.shipped);
-        *writing = Some((writer, mark));
-    }
-    let Some((writer, mark)) = writing.as_mut() else {
-        return Ok(());
-    };
-    let committed = run.outbox.wait_beyond(mark.shipped, WAIT_FOR_CHANGES);
-    if committed <= mark.shipped || run.stopped() {
-        return Ok(());
-    }
-    let mut shipped = mark.shipped;
-    let mut shipped_keys = WriteBatch::new();
-    let mut records_written = 0;
-    while shipped < committed && records_written < RECORDS_PER_MARK {
-        let sequence = shipped + 1;
-        let (chunks, keys) = run.outbox.read(store, sequence)?;
-        let records = format.records(&chunks)?;
-        writer.write(sequence, &records)?;
-        records_written += records.len();
-        keys.into_iter().for_each(|key| shipped_keys.delete(key));
-        shipped = sequence;
-    }
-    let next = SinkMark {
-        shipped,
-        position: writer.sync()?,
-    };
-    shipped_keys.put(sink_mark_key(definition.id), encode_mark(&next)?);
-    store.commit(shipped_keys)?;
-    *mark = next;
-    run.update(|status| {
-        status.state = "running";
-        status.shipped = shipped;
-        status.records += records_written as u64;
-        status.last_error = None;
-    });
-    Ok(())
-}
-
-fn read_mark(store: &dyn StateStore, id: u64) -> Result<SinkMark> {
-    match store.get(&sink_mark_key(id))? {
-        Some(value) => serde_json::from_slice(&value).map_err(|error| {
-            WeirError::new(
-                sqlstate::DATA_CORRUPTED,
-                format!("sink {id}: its mark cannot be decoded: {error}"),
-            )
-        }),
-        None => Ok(SinkMark::default()),
-    }
 }
 
 /// `weir_catalog.sinks`: each sink, its view and connector, what its

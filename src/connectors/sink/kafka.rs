@@ -23,7 +23,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{Record, SinkMark, SinkWriter};
-use crate::connectors::source::options::{missing, Options};
+use crate::connectors::source::kafka::{client_settings, topic_and_servers};
+use crate::connectors::source::options::Options;
 use crate::error::{sqlstate, Result, WeirError};
 
 /// How long a question to the brokers may take.
@@ -46,28 +47,8 @@ pub struct KafkaSinkOptions {
 impl KafkaSinkOptions {
     pub fn parse(options: &BTreeMap<String, String>) -> Result<Self> {
         let mut given = Options::new("kafka", options);
-        let Some((_, topic)) = given.text(&["topic", "kafka.topic"]) else {
-            return Err(missing(
-                "topic",
-                "Name the topic: WITH (connector = 'kafka', topic = 'results', …).",
-            ));
-        };
-        let servers = given.text(&[
-            "properties.bootstrap.server",
-            "properties.bootstrap.servers",
-            "kafka.brokers",
-        ]);
-        let Some((_, servers)) = servers else {
-            return Err(missing(
-                "properties.bootstrap.server",
-                "Say where the brokers are: properties.bootstrap.server = 'host:9092'.",
-            ));
-        };
-        let client = given
-            .take_prefixed("properties.")
-            .into_iter()
-            .map(|(name, value)| (name["properties.".len()..].to_string(), value))
-            .collect();
+        let (topic, servers) = topic_and_servers(&mut given)?;
+        let client = client_settings(&mut given);
         given.finish(KNOWN)?;
         Ok(KafkaSinkOptions {
             topic,

@@ -37,15 +37,7 @@ pub fn sink_mark_key(id: u64) -> Vec<u8> {
 pub(super) fn load(store: &dyn StateStore) -> Result<BTreeMap<String, SinkEntry>> {
     let mut sinks = BTreeMap::new();
     for (stored_key, value) in store.scan_prefix(&sinks_prefix())? {
-        let definition: SinkDefinition = serde_json::from_slice(&value).map_err(|error| {
-            WeirError::new(
-                sqlstate::DATA_CORRUPTED,
-                format!(
-                    "catalog entry {:?} cannot be decoded: {error}",
-                    String::from_utf8_lossy(&stored_key)
-                ),
-            )
-        })?;
+        let definition: SinkDefinition = super::decode_catalog_entry(&stored_key, &value)?;
         let outbox = Arc::new(Outbox::open(store, definition.id)?);
         sinks.insert(definition.name.clone(), SinkEntry { definition, outbox });
     }

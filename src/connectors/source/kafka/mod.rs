@@ -23,8 +23,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
-pub use options::KafkaOptions;
 use options::Startup;
+pub use options::{client_settings, topic_and_servers, KafkaOptions};
 use partitions::Partitions;
 
 use super::records::decode_records;

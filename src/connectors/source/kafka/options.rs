@@ -34,30 +34,10 @@ pub struct KafkaOptions {
 impl KafkaOptions {
     pub fn parse(options: &BTreeMap<String, String>, encode: Option<&str>) -> Result<Self> {
         let mut given = Options::new("kafka", options);
-        let Some((_, topic)) = given.text(&["topic", "kafka.topic"]) else {
-            return Err(missing(
-                "topic",
-                "Name the topic: WITH (connector = 'kafka', topic = 'events', …).",
-            ));
-        };
-        let servers = given.text(&[
-            "properties.bootstrap.server",
-            "properties.bootstrap.servers",
-            "kafka.brokers",
-        ]);
-        let Some((_, servers)) = servers else {
-            return Err(missing(
-                "properties.bootstrap.server",
-                "Say where the brokers are: properties.bootstrap.server = 'host:9092'.",
-            ));
-        };
+        let (topic, servers) = topic_and_servers(&mut given)?;
         let startup = startup(&mut given)?;
         let encoding = take_encoding(&mut given, encode, "kafka", false)?;
-        let client = given
-            .take_prefixed("properties.")
-            .into_iter()
-            .map(|(name, value)| (name["properties.".len()..].to_string(), value))
-            .collect();
+        let client = client_settings(&mut given);
         given.finish(KNOWN)?;
         Ok(KafkaOptions {
             topic,
@@ -67,6 +47,38 @@ impl KafkaOptions {
             client,
         })
     }
+}
+
+/// The topic and the brokers (sources and sinks), by RisingWave's and
+/// Flink's names.
+pub fn topic_and_servers(given: &mut Options) -> Result<(String, String)> {
+    let Some((_, topic)) = given.text(&["topic", "kafka.topic"]) else {
+        return Err(missing(
+            "topic",
+            "Name the topic: WITH (connector = 'kafka', topic = 'events', …).",
+        ));
+    };
+    let servers = given.text(&[
+        "properties.bootstrap.server",
+        "properties.bootstrap.servers",
+        "kafka.brokers",
+    ]);
+    let Some((_, servers)) = servers else {
+        return Err(missing(
+            "properties.bootstrap.server",
+            "Say where the brokers are: properties.bootstrap.server = 'host:9092'.",
+        ));
+    };
+    Ok((topic, servers))
+}
+
+/// Every remaining `properties.<name>` option, as librdkafka setting `<name>`.
+pub fn client_settings(given: &mut Options) -> Vec<(String, String)> {
+    given
+        .take_prefixed("properties.")
+        .into_iter()
+        .map(|(name, value)| (name["properties.".len()..].to_string(), value))
+        .collect()
 }
 
 fn startup(given: &mut Options) -> Result<Startup> {
