@@ -58,6 +58,8 @@ pub mod sqlstate {
     pub const DATA_CORRUPTED: &str = "XX001";
     pub const INTERNAL_ERROR: &str = "XX000";
     pub const RESOURCES_EXHAUSTED: &str = "53000";
+    pub const TOO_MANY_CONNECTIONS: &str = "53300";
+    pub const INVALID_AUTHORIZATION_SPECIFICATION: &str = "28000";
     pub const OUT_OF_MEMORY: &str = "53200";
     pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 }

@@ -59,6 +59,10 @@ struct ServeOptions {
     /// change between restarts.
     #[arg(long, env = "WEIR_PARALLELISM", value_parser = clap::value_parser!(u64).range(1..=64))]
     parallelism: Option<u64>,
+    /// The most client connections served at once; one more is refused
+    /// with 53300 after its startup message, as Postgres does (0: no limit).
+    #[arg(long, env = "WEIR_MAX_CONNECTIONS", default_value_t = 100)]
+    max_connections: u64,
     /// Address to serve Prometheus metrics on (`GET /metrics`), e.g.
     /// 127.0.0.1:9187. Default: not served. They carry no secrets but have
     /// no authentication either: keep them on loopback or a private network.
@@ -252,6 +256,7 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     let cache_bytes = options.store_cache_mb.saturating_mul(1024 * 1024);
     let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
     engine.set_memory_limit_bytes(options.memory_limit);
+    engine.connections().set_limit(options.max_connections);
     // Started even at 0, so ALTER SYSTEM can turn checkpoints on.
     engine.start_checkpoints(std::time::Duration::from_millis(
         options.checkpoint_interval_ms,

@@ -20,7 +20,7 @@ use pgwire::api::{
     ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireServerHandlers, Type,
     DEFAULT_NAME,
 };
-use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::extendedquery::Sync as PgSync;
 use pgwire::messages::response::{CommandComplete, NoticeResponse, ReadyForQuery};
@@ -50,6 +50,7 @@ impl ConnectionHandlers {
         engine: Arc<Engine>,
         connections: Arc<ConnectionManager>,
         gates: Arc<CommitGates>,
+        over_limit: bool,
     ) -> Self {
         let session = Arc::new(Session::new(engine));
         let gate = session.commit_gate();
@@ -67,6 +68,7 @@ impl ConnectionHandlers {
                 gates: gates.clone(),
                 gate,
                 session: startup_session,
+                over_limit,
             }),
             cancel: Arc::new(CancelRequests { connections, gates }),
         }
@@ -102,6 +104,8 @@ pub struct Startup {
     gate: Arc<crate::session::CommitGate>,
     /// Learns the user name the client logged in with.
     session: Arc<Session>,
+    /// The server has all the connections it may have: this one is refused.
+    over_limit: bool,
 }
 
 #[async_trait]
@@ -120,6 +124,19 @@ impl NoopStartupHandler for Startup {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if self.over_limit {
+            return Err(fatal(
+                sqlstate::TOO_MANY_CONNECTIONS,
+                "sorry, too many clients already",
+            ));
+        }
+        let user = client.metadata().get(pgwire::api::METADATA_USER);
+        if user.is_none_or(|user| user.is_empty()) {
+            return Err(fatal(
+                sqlstate::INVALID_AUTHORIZATION_SPECIFICATION,
+                "no PostgreSQL user name specified in startup packet",
+            ));
+        }
         let (pid, secret_key) = client.pid_and_secret_key();
         self.gates.register(pid, &secret_key, &self.gate);
         if let Some(user) = client.metadata().get(pgwire::api::METADATA_USER) {
@@ -127,6 +144,15 @@ impl NoopStartupHandler for Startup {
         }
         Ok(())
     }
+}
+
+/// An error that ends the connection during startup.
+fn fatal(code: &str, message: &str) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".to_string(),
+        code.to_string(),
+        message.to_string(),
+    )))
 }
 
 pub struct SessionHandler {

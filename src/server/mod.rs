@@ -12,6 +12,7 @@ mod text_format;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use pgwire::api::ConnectionManager;
 use tokio::net::TcpListener;
@@ -39,16 +40,17 @@ pub async fn serve(
 ) -> Result<()> {
     let connections = Arc::new(ConnectionManager::new());
     let gates = Arc::new(cancel::CommitGates::default());
+    let mut accept_failures = AcceptFailures::default();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
-                    let handlers =
-                        ConnectionHandlers::new(engine.clone(), connections.clone(), gates.clone());
-                    spawn_connection(engine.clone(), handlers, socket, peer)
+                    accept_failures.reset();
+                    let shared = (connections.clone(), gates.clone());
+                    spawn_connection(engine.clone(), shared, socket, peer)
                 }
-                Err(error) => tracing::warn!(%error, "accept failed"),
+                Err(error) => accept_failures.wait_after(&error).await,
             },
             () = &mut shutdown => {
                 tracing::info!("shutting down");
@@ -58,9 +60,39 @@ pub async fn serve(
     }
 }
 
+/// What the accept loop does after accept fails (out of file descriptors,
+/// say): it waits, longer after each failure up to a second, so it does not
+/// spin; and it logs once a second at most, with the count.
+#[derive(Default)]
+struct AcceptFailures {
+    delay: Duration,
+    unlogged: u64,
+    logged_at: Option<Instant>,
+}
+
+impl AcceptFailures {
+    async fn wait_after(&mut self, error: &std::io::Error) {
+        self.unlogged += 1;
+        if self
+            .logged_at
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(%error, failures = self.unlogged, "accept failed; waiting before the next");
+            self.logged_at = Some(Instant::now());
+            self.unlogged = 0;
+        }
+        self.delay = (self.delay * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+        tokio::time::sleep(self.delay).await;
+    }
+
+    fn reset(&mut self) {
+        self.delay = Duration::ZERO;
+    }
+}
+
 fn spawn_connection(
     engine: Arc<Engine>,
-    handlers: ConnectionHandlers,
+    (connections, gates): (Arc<ConnectionManager>, Arc<cancel::CommitGates>),
     socket: tokio::net::TcpStream,
     peer: SocketAddr,
 ) {
@@ -68,6 +100,10 @@ fn spawn_connection(
     tokio::spawn(async move {
         tracing::debug!(%peer, "connection opened");
         let _open = engine.connections().opened();
+        // Past --max-connections the client is told so after its startup
+        // message (53300), as Postgres does.
+        let over_limit = engine.connections().over_limit();
+        let handlers = ConnectionHandlers::new(engine.clone(), connections, gates, over_limit);
         if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
             tracing::debug!(%peer, %error, "connection ended with an error");
         }
