@@ -33,6 +33,7 @@ use super::cancel::{CancelRequests, CommitGates};
 use super::parameters::bound_values;
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
 use super::simple_query::{self, transaction_status};
+use super::{off_the_workers, off_the_workers_cancellable};
 use crate::engine::{CommandDone, Engine};
 use crate::error::{sqlstate, WeirError};
 use crate::session::{bound_type, CopyInProgress, Outcome, Prepared, Session};
@@ -351,7 +352,7 @@ impl SimpleQueryHandler for SessionHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        simple_query::answer(self, &self.session, client, query).await
+        off_the_workers(simple_query::answer(self, &self.session, client, query)).await
     }
 
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
@@ -441,13 +442,20 @@ impl ExtendedQueryHandler for SessionHandler {
         self.session.commit_gate().start_statement();
         let prepared = &portal.statement.statement;
         let parameters = bound_values(portal).inspect_err(|_| self.session.statement_failed())?;
-        let outcome = self
-            .session
-            .execute(prepared, Some(&parameters))
-            .await
-            .map_err(to_pgwire)?;
-        self.respond(client, outcome, &portal.result_column_format)
-            .await
+        let connection = client
+            .session_extensions()
+            .get::<Arc<ConnectionHandle>>()
+            .map(|handle| handle.as_ref().clone());
+        off_the_workers_cancellable(connection, async {
+            let outcome = self
+                .session
+                .execute(prepared, Some(&parameters))
+                .await
+                .map_err(to_pgwire)?;
+            self.respond(client, outcome, &portal.result_column_format)
+                .await
+        })
+        .await
     }
 }
 
@@ -470,17 +478,20 @@ impl QueryParser for StatementParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let mut statements = self.session.parse(sql).map_err(to_pgwire)?;
-        if statements.len() > 1 {
-            return Err(to_pgwire(WeirError::syntax(
-                "cannot insert multiple commands into a prepared statement",
-            )));
-        }
-        let Some(statement) = statements.pop() else {
-            return Ok(None);
-        };
-        let prepared = self.session.prepare(statement).await.map_err(to_pgwire)?;
-        Ok(Some(prepared))
+        off_the_workers(async {
+            let mut statements = self.session.parse(sql).map_err(to_pgwire)?;
+            if statements.len() > 1 {
+                return Err(to_pgwire(WeirError::syntax(
+                    "cannot insert multiple commands into a prepared statement",
+                )));
+            }
+            let Some(statement) = statements.pop() else {
+                return Ok(None);
+            };
+            let prepared = self.session.prepare(statement).await.map_err(to_pgwire)?;
+            Ok(Some(prepared))
+        })
+        .await
     }
 
     /// ParameterDescription: the types values are bound as (text where none

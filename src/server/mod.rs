@@ -23,6 +23,49 @@ use handler::ConnectionHandlers;
 
 pub use crate::session::SERVER_VERSION;
 
+/// Runs a statement's work without holding up other connections: parsing
+/// and planning a huge statement takes seconds of CPU (20,000 select items),
+/// and while every async worker is busy with one no other session, not even
+/// a new connection, is served. On the multi-threaded runtime the worker
+/// first hands its other tasks to another (`block_in_place`) and then runs
+/// `work` to the end; on a single-threaded one (tests) `work` just runs.
+async fn off_the_workers<F: Future>(work: F) -> F::Output {
+    let handle = tokio::runtime::Handle::current();
+    match handle.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| handle.block_on(work))
+        }
+        _ => work.await,
+    }
+}
+
+/// `off_the_workers` for a handler pgwire would cancel by dropping it (an
+/// Execute): pgwire's own race against a cancel request cannot run while
+/// the worker is given over to `work`, so the race runs inside instead.
+async fn off_the_workers_cancellable<T>(
+    connection: Option<Arc<pgwire::api::ConnectionHandle>>,
+    work: impl Future<Output = pgwire::error::PgWireResult<T>>,
+) -> pgwire::error::PgWireResult<T> {
+    let multi_threaded = tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::MultiThread;
+    let Some(connection) = connection.filter(|_| multi_threaded) else {
+        return work.await;
+    };
+    off_the_workers(async move {
+        let cancelled = connection.start_query().await;
+        let work = std::pin::pin!(work);
+        match futures::future::select(work, cancelled).await {
+            futures::future::Either::Left((outcome, _)) => outcome,
+            futures::future::Either::Right((Ok(()), _)) => {
+                Err(pgwire::error::PgWireError::QueryCanceled)
+            }
+            // Another query took the handle over: nothing to watch.
+            futures::future::Either::Right((Err(_), work)) => work.await,
+        }
+    })
+    .await
+}
+
 /// Binds `listen`; the returned listener is handed to `serve`.
 pub async fn bind(listen: &str) -> Result<TcpListener> {
     TcpListener::bind(listen).await.map_err(|error| {
