@@ -43,8 +43,6 @@ pub struct SinkRuns {
 }
 
 pub struct SinkRun {
-    connector: String,
-    view: String,
     stop: AtomicBool,
     outbox: Arc<Outbox>,
     status: Mutex<SinkStatus>,
@@ -89,8 +87,6 @@ impl Engine {
         }
         let name = entry.definition.name.clone();
         let run = Arc::new(SinkRun {
-            connector: entry.definition.connector.clone(),
-            view: entry.definition.view.clone(),
             stop: AtomicBool::new(false),
             outbox: entry.outbox.clone(),
             status: Mutex::new(SinkStatus {
@@ -234,10 +230,9 @@ impl Engine {
                         definition.kind.noun()
                     ),
                 )
-                .with_hint(match definition.kind {
-                    RelationKind::MaterializedView => "".to_string(),
-                    _ => format!("Create a materialized view of {view} and sink that."),
-                }),
+                .with_hint(format!(
+                    "Create a materialized view of {view} and sink that."
+                )),
                 None => WeirError::undefined_table(view),
             });
         };
@@ -442,32 +437,29 @@ pub fn sinks_table(runs: &Arc<SinkRuns>, relations: &Arc<Relations>) -> Computed
         };
         let runs = lock(&runs.runs);
         let entries = relations.sinks();
-        let rows: Vec<(&SinkEntry, SinkStatus, &str, &str)> = entries
+        let rows: Vec<(&SinkEntry, SinkStatus)> = entries
             .iter()
-            .map(|entry| match runs.get(&entry.definition.name) {
-                Some(run) => (
-                    entry,
-                    lock(&run.status).clone(),
-                    run.connector.as_str(),
-                    run.view.as_str(),
-                ),
-                None => (
-                    entry,
-                    SinkStatus {
+            .map(|entry| {
+                let status = runs.get(&entry.definition.name).map_or_else(
+                    || SinkStatus {
                         state: "stopped",
                         ..SinkStatus::default()
                     },
-                    entry.definition.connector.as_str(),
-                    entry.definition.view.as_str(),
-                ),
+                    |run| lock(&run.status).clone(),
+                );
+                (entry, status)
             })
             .collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values(
                 rows.iter().map(|r| r.0.definition.name.as_str()),
             )),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.3))),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.0.definition.view.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.0.definition.connector.as_str()),
+            )),
             Arc::new(StringArray::from_iter_values(
                 rows.iter().map(|r| r.1.state),
             )),
