@@ -60,6 +60,11 @@ pub mod sqlstate {
     pub const RESOURCES_EXHAUSTED: &str = "53000";
     pub const TOO_MANY_CONNECTIONS: &str = "53300";
     pub const INVALID_AUTHORIZATION_SPECIFICATION: &str = "28000";
+    pub const INVALID_PASSWORD: &str = "28P01";
+    pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
+    pub const DUPLICATE_OBJECT: &str = "42710";
+    pub const RESERVED_NAME: &str = "42939";
+    pub const OBJECT_IN_USE: &str = "55006";
     pub const OUT_OF_MEMORY: &str = "53200";
     pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
 }

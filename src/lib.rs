@@ -7,6 +7,7 @@
 //! data formats that bring rows in. `bench` drives the engine in-process to
 //! measure materialized-view throughput (`weir bench`).
 
+pub mod auth;
 pub mod bench;
 pub mod catalog;
 pub mod connectors;

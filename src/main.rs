@@ -68,6 +68,26 @@ struct ServeOptions {
     /// no authentication either: keep them on loopback or a private network.
     #[arg(long, env = "WEIR_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// Sets the password of the superuser `weir` at start (stored as a
+    /// SCRAM-SHA-256 secret). Needed to listen on a non-loopback address.
+    #[arg(long, env = "WEIR_SUPERUSER_PASSWORD", hide_env_values = true)]
+    superuser_password: Option<String>,
+    /// Whether clients on a loopback address log in without a password.
+    #[arg(long, env = "WEIR_TRUST_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
+    trust_loopback: bool,
+    /// Lets every client log in without a password, from anywhere. Only
+    /// for networks where every host is trusted.
+    #[arg(long, env = "WEIR_INSECURE_TRUST_ALL")]
+    insecure_trust_all: bool,
+    /// PEM certificate chain for TLS (with --tls-key).
+    #[arg(long, env = "WEIR_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS (with --tls-cert).
+    #[arg(long, env = "WEIR_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Refuses clients that do not use TLS (needs --tls-cert).
+    #[arg(long, env = "WEIR_REQUIRE_TLS", requires = "tls_cert")]
+    require_tls: bool,
 }
 
 fn parse_memory_limit(text: &str) -> Result<u64, String> {
@@ -267,7 +287,12 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     if let Some(listen) = &options.metrics_listen {
         serve_metrics(&engine, listen).await?;
     }
+    if let Some(password) = &options.superuser_password {
+        engine.roles().set_superuser_password(password)?;
+    }
+    let security = security(&options)?;
     let listener = server::bind(&options.listen).await?;
+    server::check_exposure(&listener, &security, &engine)?;
     let address = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -283,7 +308,20 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
         address.rsplit_once(':').map_or("127.0.0.1", |(host, _)| host),
         address.rsplit_once(':').map_or("5455", |(_, port)| port),
     );
-    server::serve(engine, listener, shutdown_signal()).await
+    server::serve(engine, listener, security, shutdown_signal()).await
+}
+
+fn security(options: &ServeOptions) -> weir::error::Result<server::Security> {
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(certificate), Some(key)) => Some(server::tls_acceptor(certificate, key)?),
+        _ => None,
+    };
+    Ok(server::Security {
+        trust_loopback: options.trust_loopback,
+        trust_everyone: options.insecure_trust_all,
+        require_tls: options.require_tls,
+        tls,
+    })
 }
 
 /// Starts the metrics endpoint; its address goes in a line of its own

@@ -86,16 +86,18 @@ fn psql_catalog_commands() {
     assert!(databases.contains("weir"), "{databases}");
     let schemas = psql(&server, "\\dn");
     assert!(schemas.contains("public"), "{schemas}");
-    // One role until weir has users: the one logged in, owning everything.
+    // The roles, with the bootstrap superuser weir owning everything;
+    // analyst, trusted on loopback, is not a role.
     let roles = psql_as(&server, "analyst", "\\du");
     assert!(
         roles.contains("List of roles")
-            && roles.contains(" analyst ")
-            && roles.contains("| Superuser"),
+            && roles.contains(" weir ")
+            && roles.contains("| Superuser")
+            && !roles.contains("analyst"),
         "{roles}"
     );
     let owned = psql_as(&server, "analyst", "\\dt trips");
-    assert!(owned.contains("| table | analyst"), "{owned}");
+    assert!(owned.contains("| table | weir"), "{owned}");
     // Types and functions: weir has no user-defined ones, so the lists are
     // empty, but psql's queries run.
     let types = psql(&server, "\\dT");

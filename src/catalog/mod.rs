@@ -175,3 +175,23 @@ pub struct TableParts {
     pub constraints: Constraints,
     pub column_defaults: HashMap<String, Expr>,
 }
+
+/// The superuser every database has; `--superuser-password` sets its
+/// password, and clients connect as it by default (`-U weir`).
+pub const BOOTSTRAP_SUPERUSER: &str = "weir";
+
+/// A role: who may log in, how, and with what rights. Roles live beside
+/// the relations, not in the one schema, as in Postgres.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleDefinition {
+    pub name: String,
+    /// As `pg_roles.oid`: 10 for the bootstrap superuser, as in Postgres.
+    pub oid: i64,
+    pub superuser: bool,
+    /// Whether the role may log in (CREATE USER: yes; CREATE ROLE: no).
+    pub login: bool,
+    /// The stored secret of its password (`SCRAM-SHA-256$…` or `md5…`,
+    /// never the password); none, the role cannot log in with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}

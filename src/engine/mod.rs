@@ -10,6 +10,7 @@ mod materialized;
 mod output_limits;
 pub mod pg_catalog;
 pub mod relations;
+pub mod roles;
 mod sinks;
 mod sources;
 pub mod sql_types;
@@ -66,6 +67,7 @@ pub struct Engine {
     sources: Arc<sources::SourceRuns>,
     /// The shippers of sinks.
     sinks: Arc<sinks::SinkRuns>,
+    roles: Arc<roles::Roles>,
 }
 
 impl Engine {
@@ -123,6 +125,7 @@ impl Engine {
         );
         let dataflow = SharedDataflow::new(store.clone());
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
+        let roles = Arc::new(roles::Roles::open(store.clone())?);
         let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
         let sources = Arc::new(sources::SourceRuns::default());
@@ -143,6 +146,7 @@ impl Engine {
             connections: connections::ConnectionCounts::default(),
             sources,
             sinks,
+            roles,
         };
         engine.load_system_settings()?;
         engine.recover().await?;
@@ -158,6 +162,11 @@ impl Engine {
     /// Client connections, as the front end reports them.
     pub fn connections(&self) -> &connections::ConnectionCounts {
         &self.connections
+    }
+
+    /// The roles logins and privilege checks read.
+    pub fn roles(&self) -> &Arc<roles::Roles> {
+        &self.roles
     }
 
     pub fn relations(&self) -> &Relations {
@@ -212,7 +221,8 @@ impl Engine {
                     | sql::Statement::AlterRetention(_)
                     | sql::Statement::DropSource { .. }
                     | sql::Statement::Changefeed(_)
-                    | sql::Statement::Sink(_),
+                    | sql::Statement::Sink(_)
+                    | sql::Statement::Role(_),
                 )
                 | None => {
                     return Err(WeirError::internal(format!(

@@ -45,7 +45,7 @@ fn next_id_key() -> Vec<u8> {
 }
 
 /// A stored catalog entry (JSON); damage is reported, naming the entry.
-fn decode_catalog_entry<T: serde::de::DeserializeOwned>(
+pub(super) fn decode_catalog_entry<T: serde::de::DeserializeOwned>(
     stored_key: &[u8],
     value: &[u8],
 ) -> Result<T> {

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use arrow_pg::datatypes::into_pg_type;
 use async_trait::async_trait;
 use futures::{Sink, SinkExt, StreamExt};
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
@@ -20,7 +19,7 @@ use pgwire::api::{
     ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireServerHandlers, Type,
     DEFAULT_NAME,
 };
-use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::extendedquery::Sync as PgSync;
 use pgwire::messages::response::{CommandComplete, NoticeResponse, ReadyForQuery};
@@ -29,6 +28,7 @@ use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
+use super::authentication::{Security, Startup};
 use super::cancel::{CancelRequests, CommitGates};
 use super::parameters::bound_values;
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
@@ -49,13 +49,18 @@ pub struct ConnectionHandlers {
 impl ConnectionHandlers {
     pub fn new(
         engine: Arc<Engine>,
-        connections: Arc<ConnectionManager>,
-        gates: Arc<CommitGates>,
+        security: Arc<Security>,
+        (connections, gates): (Arc<ConnectionManager>, Arc<CommitGates>),
         over_limit: bool,
     ) -> Self {
-        let session = Arc::new(Session::new(engine));
-        let gate = session.commit_gate();
-        let startup_session = session.clone();
+        let session = Arc::new(Session::new(engine.clone()));
+        let startup = Startup::new(
+            engine,
+            security,
+            (connections.clone(), gates.clone()),
+            session.clone(),
+            over_limit,
+        );
         ConnectionHandlers {
             handler: Arc::new(SessionHandler {
                 parser: Arc::new(StatementParser {
@@ -64,13 +69,7 @@ impl ConnectionHandlers {
                 session,
                 pending_copy: Mutex::new(None),
             }),
-            startup: Arc::new(Startup {
-                connections: connections.clone(),
-                gates: gates.clone(),
-                gate,
-                session: startup_session,
-                over_limit,
-            }),
+            startup: Arc::new(startup),
             cancel: Arc::new(CancelRequests { connections, gates }),
         }
     }
@@ -96,64 +95,6 @@ impl PgWireServerHandlers for ConnectionHandlers {
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         self.cancel.clone()
     }
-}
-
-/// Trust authentication (loopback by default); registers for cancel.
-pub struct Startup {
-    connections: Arc<ConnectionManager>,
-    gates: Arc<CommitGates>,
-    gate: Arc<crate::session::CommitGate>,
-    /// Learns the user name the client logged in with.
-    session: Arc<Session>,
-    /// The server has all the connections it may have: this one is refused.
-    over_limit: bool,
-}
-
-#[async_trait]
-impl NoopStartupHandler for Startup {
-    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
-        Some(self.connections.clone())
-    }
-
-    async fn post_startup<C>(
-        &self,
-        client: &mut C,
-        _message: pgwire::messages::PgWireFrontendMessage,
-    ) -> PgWireResult<()>
-    where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        if self.over_limit {
-            return Err(fatal(
-                sqlstate::TOO_MANY_CONNECTIONS,
-                "sorry, too many clients already",
-            ));
-        }
-        let user = client.metadata().get(pgwire::api::METADATA_USER);
-        if user.is_none_or(|user| user.is_empty()) {
-            return Err(fatal(
-                sqlstate::INVALID_AUTHORIZATION_SPECIFICATION,
-                "no PostgreSQL user name specified in startup packet",
-            ));
-        }
-        let (pid, secret_key) = client.pid_and_secret_key();
-        self.gates.register(pid, &secret_key, &self.gate);
-        if let Some(user) = client.metadata().get(pgwire::api::METADATA_USER) {
-            self.session.set_user(user);
-        }
-        Ok(())
-    }
-}
-
-/// An error that ends the connection during startup.
-fn fatal(code: &str, message: &str) -> PgWireError {
-    PgWireError::UserError(Box::new(ErrorInfo::new(
-        "FATAL".to_string(),
-        code.to_string(),
-        message.to_string(),
-    )))
 }
 
 pub struct SessionHandler {

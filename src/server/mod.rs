@@ -2,12 +2,14 @@
 //! each its own `Session`, and translates between protocol messages and
 //! session calls. Nothing outside this module knows about pgwire.
 
+mod authentication;
 mod cancel;
 mod handler;
 mod parameters;
 mod response;
 mod simple_query;
 mod text_format;
+mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,6 +22,9 @@ use tokio::net::TcpListener;
 use crate::engine::Engine;
 use crate::error::{Result, WeirError};
 use handler::ConnectionHandlers;
+
+pub use authentication::Security;
+pub use tls::acceptor as tls_acceptor;
 
 pub use crate::session::SERVER_VERSION;
 
@@ -75,12 +80,36 @@ pub async fn bind(listen: &str) -> Result<TcpListener> {
     })
 }
 
+/// Refuses to serve other hosts with nobody to authenticate: when the
+/// listen address is not a loopback one and no role has a password, anyone
+/// who can reach the port would log in, unless the operator said so
+/// (`--insecure-trust-all`).
+pub fn check_exposure(listener: &TcpListener, security: &Security, engine: &Engine) -> Result<()> {
+    let address = listener
+        .local_addr()
+        .map_err(|error| WeirError::io(format!("cannot read the listen address: {error}")))?;
+    let loopback_only = address.ip().to_canonical().is_loopback();
+    if loopback_only || security.trust_everyone || engine.roles().any_password() {
+        return Ok(());
+    }
+    Err(WeirError::new(
+        crate::error::sqlstate::INVALID_AUTHORIZATION_SPECIFICATION,
+        format!("refusing to listen on {address} without authentication: no role has a password"),
+    )
+    .with_hint(
+        "Set a password for the superuser with --superuser-password (or WEIR_SUPERUSER_PASSWORD), \
+         listen on 127.0.0.1, or pass --insecure-trust-all to let every client in unchecked.",
+    ))
+}
+
 /// Serves connections until `shutdown` completes.
 pub async fn serve(
     engine: Arc<Engine>,
     listener: TcpListener,
+    security: Security,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
+    let security = Arc::new(security);
     let connections = Arc::new(ConnectionManager::new());
     let gates = Arc::new(cancel::CommitGates::default());
     let mut accept_failures = AcceptFailures::default();
@@ -91,7 +120,7 @@ pub async fn serve(
                 Ok((socket, peer)) => {
                     accept_failures.reset();
                     let shared = (connections.clone(), gates.clone());
-                    spawn_connection(engine.clone(), shared, socket, peer)
+                    spawn_connection(engine.clone(), security.clone(), shared, socket, peer)
                 }
                 Err(error) => accept_failures.wait_after(&error).await,
             },
@@ -135,7 +164,8 @@ impl AcceptFailures {
 
 fn spawn_connection(
     engine: Arc<Engine>,
-    (connections, gates): (Arc<ConnectionManager>, Arc<cancel::CommitGates>),
+    security: Arc<Security>,
+    shared: (Arc<ConnectionManager>, Arc<cancel::CommitGates>),
     socket: tokio::net::TcpStream,
     peer: SocketAddr,
 ) {
@@ -146,8 +176,9 @@ fn spawn_connection(
         // Past --max-connections the client is told so after its startup
         // message (53300), as Postgres does.
         let over_limit = engine.connections().over_limit();
-        let handlers = ConnectionHandlers::new(engine.clone(), connections, gates, over_limit);
-        if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
+        let tls = security.tls.clone();
+        let handlers = ConnectionHandlers::new(engine.clone(), security, shared, over_limit);
+        if let Err(error) = pgwire::tokio::process_socket(socket, tls, handlers).await {
             tracing::debug!(%peer, %error, "connection ended with an error");
         }
         tracing::debug!(%peer, "connection closed");

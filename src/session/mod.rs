@@ -60,6 +60,9 @@ pub struct Session {
     planning: Mutex<PlanningCache>,
     /// The name the client logged in with (`current_user`).
     user: OnceLock<String>,
+    /// Whether the login was trusted without a password: a name that is
+    /// not a role then acts as a superuser (`crate::server` decides).
+    trusted: OnceLock<bool>,
     /// Open subscription cursors (DECLARE … CURSOR FOR SUBSCRIBE).
     cursors: changefeed::Cursors,
 }
@@ -162,13 +165,32 @@ impl Session {
             pending: Arc::new(PendingWrites::default()),
             planning: Mutex::new(PlanningCache::default()),
             user: OnceLock::new(),
+            trusted: OnceLock::new(),
             cursors: changefeed::Cursors::default(),
         }
     }
 
-    /// Records the user name of the startup message; the first one stays.
-    pub fn set_user(&self, user: &str) {
+    /// Records who logged in: the startup message's user name, and
+    /// whether the server trusted it without a password. The first stays.
+    pub fn set_login(&self, user: &str, trusted: bool) {
         let _ = self.user.set(user.to_string());
+        let _ = self.trusted.set(trusted);
+    }
+
+    /// Who runs this session's statements. A session without a login
+    /// (in-process) acts as the bootstrap superuser.
+    pub fn actor(&self) -> crate::engine::roles::Actor {
+        let name = self.user().to_string();
+        let superuser = match self.engine.roles().get(&name) {
+            Some(role) => role.superuser,
+            None => self.trusted.get().copied().unwrap_or(true),
+        };
+        let password_encryption = self.settings().password_encryption();
+        crate::engine::roles::Actor {
+            name,
+            superuser,
+            password_encryption,
+        }
     }
 
     fn user(&self) -> &str {
@@ -269,6 +291,10 @@ impl Session {
                     sql::sink_ddl::SinkStatement::ShowCreate { .. } => "SHOW",
                 };
                 return Ok(Prepared::utility(tag.to_string(), Utility::Sink(statement)));
+            }
+            sql::Statement::Role(statement) => {
+                let tag = statement.tag().to_string();
+                return Ok(Prepared::utility(tag, Utility::Role(statement)));
             }
             sql::Statement::DropSource { names, if_exists } => {
                 return Ok(Prepared::utility(
@@ -390,6 +416,9 @@ impl Session {
                 }
                 Ok(Outcome::Done(done))
             }
+            Action::Utility(Utility::Role(statement)) => Ok(Outcome::Done(
+                self.engine.roles().execute(statement, &self.actor())?,
+            )),
             Action::Utility(Utility::CopyTo { query, options }) => {
                 self.copy_out(query, options).await
             }
@@ -527,7 +556,8 @@ impl Session {
             Utility::Flush
             | Utility::DropSource { .. }
             | Utility::CopyTo { .. }
-            | Utility::Sink(_) => Err(WeirError::internal(
+            | Utility::Sink(_)
+            | Utility::Role(_) => Err(WeirError::internal(
                 "an asynchronous utility ran synchronously",
             )),
             Utility::Deallocate { name } => {
@@ -545,9 +575,18 @@ impl Session {
             Utility::AlterRetention(alter) => {
                 Ok(Outcome::Done(self.engine.alter_retention(alter)?))
             }
-            Utility::AlterSystem { name, value } => Ok(Outcome::Done(
-                self.engine.alter_system(name, value.as_deref())?,
-            )),
+            Utility::AlterSystem { name, value } => {
+                if !self.actor().superuser {
+                    return Err(WeirError::new(
+                        crate::error::sqlstate::INSUFFICIENT_PRIVILEGE,
+                        format!("permission denied to set parameter \"{name}\""),
+                    )
+                    .with_hint("ALTER SYSTEM changes every session: only superusers may run it."));
+                }
+                Ok(Outcome::Done(
+                    self.engine.alter_system(name, value.as_deref())?,
+                ))
+            }
             Utility::Show { name } => {
                 let value = match self.engine.system_setting(name) {
                     Some(value) => value,

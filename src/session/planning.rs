@@ -153,9 +153,11 @@ impl Built {
         for function in super::current_user::functions(handles.user) {
             state.register_udf(Arc::new(function))?;
         }
-        let role = crate::engine::pg_catalog::SessionRole(handles.user.to_string());
+        let role = crate::engine::pg_catalog::SessionRole {
+            roles: engine.roles().clone(),
+        };
         state.config_mut().set_extension(Arc::new(role));
-        let user_by_id = crate::engine::pg_catalog::user_by_id_function(handles.user);
+        let user_by_id = crate::engine::pg_catalog::user_by_id_function(engine.roles().clone());
         state.register_udf(Arc::new(user_by_id))?;
         let mut write_state = state.clone();
         write_state

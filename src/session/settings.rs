@@ -24,6 +24,9 @@ const KNOWN: &[(&str, &str, bool)] = &[
     ("max_identifier_length", "63", false),
     // Read-only in Postgres too; pgjdbc reads it before listing keys.
     ("max_index_keys", "32", false),
+    // How CREATE/ALTER ROLE … PASSWORD stores a password (psql's
+    // \password reads it to hash on the client).
+    ("password_encryption", "scram-sha-256", false),
     ("search_path", "public", false),
     ("server_encoding", "UTF8", true),
     ("server_version", SERVER_VERSION, true),
@@ -136,6 +139,14 @@ impl Settings {
         Ok((milliseconds > 0).then(|| std::time::Duration::from_millis(milliseconds)))
     }
 
+    /// How a new password is stored (`password_encryption`).
+    pub fn password_encryption(&self) -> crate::auth::PasswordEncryption {
+        self.get("password_encryption")
+            .ok()
+            .and_then(|value| crate::auth::PasswordEncryption::parse(&value))
+            .unwrap_or(crate::auth::PasswordEncryption::Scram)
+    }
+
     /// `subscribe_queue_limit` in bytes.
     pub fn subscribe_queue_limit_bytes(&self) -> Result<usize> {
         let value = self.get("subscribe_queue_limit")?;
@@ -213,6 +224,9 @@ fn validate(name: &str, value: &str) -> Result<()> {
         "default_transaction_isolation" | "transaction_isolation" => check_isolation_level(value),
         "statement_timeout" if parse_milliseconds(value).is_none() => {
             invalid("Give milliseconds, or a number with a unit: 500ms, 30s, 5min.")
+        }
+        "password_encryption" if crate::auth::PasswordEncryption::parse(value).is_none() => {
+            invalid("Use scram-sha-256 (the default) or md5.")
         }
         "subscribe_queue_limit" if crate::sql::units::parse_memory_size(value).is_none() => {
             invalid("Give a memory size such as 64MB or 1GB.")

@@ -51,6 +51,8 @@ pub enum Utility {
     ShowSinks,
     /// CREATE SINK, DROP SINK, SHOW CREATE SINK.
     Sink(crate::sql::sink_ddl::SinkStatement),
+    /// CREATE/ALTER/DROP ROLE or USER.
+    Role(crate::sql::role_ddl::RoleStatement),
     AlterRetention(crate::sql::alter_table::AlterRetention),
     /// `value` None is RESET.
     AlterSystem {

@@ -35,6 +35,7 @@ pub mod placeholders;
 pub mod postgres_text;
 mod regclass_cast;
 mod repeated_columns;
+pub mod role_ddl;
 pub mod sink_ddl;
 mod source_ddl;
 pub mod special_registers;

@@ -50,6 +50,8 @@ pub enum Statement {
     Changefeed(super::subscribe::Changefeed),
     /// CREATE SINK, DROP SINK, SHOW CREATE SINK.
     Sink(super::sink_ddl::SinkStatement),
+    /// CREATE/ALTER/DROP ROLE or USER.
+    Role(super::role_ddl::RoleStatement),
 }
 
 /// Words that mark a statement as a client's catalog query.
@@ -122,6 +124,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     }
     if let Some(sink) = super::sink_ddl::parse(&tokens, &text)? {
         return Ok(Statement::Sink(sink));
+    }
+    if let Some(role) = super::role_ddl::parse(&tokens)? {
+        return Ok(Statement::Role(role));
     }
     if let Some(changefeed) = super::subscribe::parse(&tokens)? {
         return Ok(Statement::Changefeed(changefeed));
@@ -196,7 +201,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     })
 }
 
-fn parse_tokens(tokens: Vec<TokenWithSpan>) -> Result<ast::Statement> {
+pub(super) fn parse_tokens(tokens: Vec<TokenWithSpan>) -> Result<ast::Statement> {
     let mut parser = Parser::new(&PostgreSqlDialect {}).with_tokens_with_locations(tokens);
     let statement = parser.parse_statement()?;
     let next = parser.peek_token();

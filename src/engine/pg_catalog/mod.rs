@@ -42,7 +42,7 @@ pub use definitions::{
     expression_text_function, functions as key_definition_functions, null_functions,
 };
 pub use pg_settings::{SessionSettingRows, SettingsSource};
-pub use roles::{user_by_id_function, SessionRole};
+pub use roles::{user_by_id_function, SessionRole, ROLE_OID};
 use rows::ListColumn;
 pub use rows::PG_TYPE_METADATA;
 pub use sizes::size_functions;
@@ -262,7 +262,7 @@ impl TableProvider for CorrectedTable {
         let batch = match self.correction {
             Correction::Settings => pg_settings::session_rows(batch, &self.listed_schema(), state)?,
             Correction::Roles => roles::role_rows(batch, state)?,
-            Correction::Authid => roles::named_authid(batch, state)?,
+            Correction::Authid => roles::named_authid(batch)?,
             Correction::Aggregate => {
                 let procedures = context::scan(&self.schema, "pg_proc", state).await?;
                 pg_aggregate::with_function_oids(batch, &procedures, self.typed_schema())?

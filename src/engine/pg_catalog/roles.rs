@@ -1,10 +1,9 @@
-//! Roles as weir has them until it has users (issue 16): exactly one, the
-//! name the session logged in as, a superuser owning every object. It has
-//! oid 10, the bootstrap superuser's oid in Postgres and the owner the
-//! crate's catalogs give their objects. `pg_roles` and `pg_user` list it
-//! (psql's `\du`, pgAdmin, DBeaver), `pg_authid` names it, and
-//! `pg_get_userbyid(10)` returns it (the Owner column of `\l`, `\dn`,
-//! `\dt`); the crate listed no role and named every owner `postgres`.
+//! The roles (`crate::engine::roles`) as Postgres' catalogs show them:
+//! `pg_roles` and `pg_user` list them (psql's `\du`, pgAdmin, DBeaver),
+//! `pg_authid` names oid 10 after the bootstrap superuser, and
+//! `pg_get_userbyid` names a role by oid (the Owner column of `\l`, `\dn`,
+//! `\dt`). The bootstrap superuser has oid 10, as in Postgres, and owns
+//! every object; the crate named every owner `postgres`.
 
 use std::sync::Arc;
 
@@ -22,47 +21,55 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::context::int64_column;
 use super::rows::{append, flag, number, text, Row};
+use crate::catalog::{RoleDefinition, BOOTSTRAP_SUPERUSER};
 
-/// The one role's oid.
+/// The bootstrap superuser's oid.
 pub const ROLE_OID: i64 = 10;
 
-/// The name a session without a login (in-process) acts as.
-const UNNAMED_ROLE: &str = "weir";
+/// The roles, put into a session's planning state; read at each scan, so
+/// a role created after the session planned its catalog queries shows.
+pub struct SessionRole {
+    pub roles: Arc<crate::engine::roles::Roles>,
+}
 
-/// The role a session acts as, put into its planning state.
-pub struct SessionRole(pub String);
-
-fn role_name(state: &dyn DataFusionSession) -> String {
+fn roles(state: &dyn DataFusionSession) -> Vec<RoleDefinition> {
     match state.config().get_extension::<SessionRole>() {
-        Some(role) => role.0.clone(),
-        None => UNNAMED_ROLE.to_string(),
+        Some(role) => role.roles.all(),
+        None => Vec::new(),
     }
 }
 
-/// `pg_roles` with the session's role as its only row.
+/// `pg_roles`: a row per role.
 pub fn role_rows(batch: RecordBatch, state: &dyn DataFusionSession) -> Result<RecordBatch> {
     let empty = RecordBatch::new_empty(batch.schema());
-    let privileges = [
-        "rolsuper",
-        "rolinherit",
-        "rolcreaterole",
-        "rolcreatedb",
-        "rolcanlogin",
-        "rolreplication",
-        "rolbypassrls",
-    ];
-    let mut row: Row = privileges.map(|name| (name, flag(true))).to_vec();
-    row.extend([
-        ("rolname", text(role_name(state))),
-        ("rolconnlimit", number(-1)),
-        ("rolpassword", text("********")),
-        ("oid", number(ROLE_OID)),
-    ]);
-    append(empty, &[row])
+    let rows: Vec<Row> = roles(state)
+        .into_iter()
+        .map(|role| {
+            let mut row: Row = [
+                "rolcreaterole",
+                "rolcreatedb",
+                "rolreplication",
+                "rolbypassrls",
+            ]
+            .map(|name| (name, flag(false)))
+            .to_vec();
+            row.extend([
+                ("rolsuper", flag(role.superuser)),
+                ("rolinherit", flag(true)),
+                ("rolcanlogin", flag(role.login)),
+                ("rolname", text(role.name)),
+                ("rolconnlimit", number(-1)),
+                ("rolpassword", text("********")),
+                ("oid", number(role.oid)),
+            ]);
+            row
+        })
+        .collect();
+    append(empty, &rows)
 }
 
-/// `pg_authid` with the role at oid 10 named as the session's.
-pub fn named_authid(batch: RecordBatch, state: &dyn DataFusionSession) -> Result<RecordBatch> {
+/// `pg_authid` with the role at oid 10 named as the bootstrap superuser.
+pub fn named_authid(batch: RecordBatch) -> Result<RecordBatch> {
     let schema = batch.schema();
     let Ok(names_at) = schema.index_of("rolname") else {
         return Ok(batch);
@@ -70,11 +77,10 @@ pub fn named_authid(batch: RecordBatch, state: &dyn DataFusionSession) -> Result
     let oids = int64_column(&batch, "oid")?;
     let oids = oids.as_primitive::<Int64Type>();
     let names = batch.column(names_at).as_string::<i32>();
-    let role = role_name(state);
     let renamed: StringArray = (0..batch.num_rows())
         .map(
             |row| match oids.is_valid(row) && oids.value(row) == ROLE_OID {
-                true => Some(role.as_str()),
+                true => Some(BOOTSTRAP_SUPERUSER),
                 false => names.is_valid(row).then(|| names.value(row)),
             },
         )
@@ -131,14 +137,23 @@ impl TableProvider for UserTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let privileges = ["usecreatedb", "usesuper", "userepl", "usebypassrls"];
-        let mut row: Row = privileges.map(|name| (name, flag(true))).to_vec();
-        row.extend([
-            ("usename", text(role_name(state))),
-            ("usesysid", number(ROLE_OID)),
-            ("passwd", text("********")),
-        ]);
-        let batch = append(RecordBatch::new_empty(self.schema.clone()), &[row])?;
+        let rows: Vec<Row> = roles(state)
+            .into_iter()
+            .filter(|role| role.login)
+            .map(|role| {
+                let mut row: Row = ["usecreatedb", "userepl", "usebypassrls"]
+                    .map(|name| (name, flag(false)))
+                    .to_vec();
+                row.extend([
+                    ("usesuper", flag(role.superuser)),
+                    ("usename", text(role.name)),
+                    ("usesysid", number(role.oid)),
+                    ("passwd", text("********")),
+                ]);
+                row
+            })
+            .collect();
+        let batch = append(RecordBatch::new_empty(self.schema.clone()), &rows)?;
         let exec = MemorySourceConfig::try_new_exec(
             &[vec![batch]],
             self.schema.clone(),
@@ -148,10 +163,9 @@ impl TableProvider for UserTable {
     }
 }
 
-/// `pg_get_userbyid(oid)` for a session logged in as `role`: its name for
-/// oid 10, Postgres' `unknown (OID=n)` for any other.
-pub fn user_by_id_function(role: &str) -> ScalarUDF {
-    let role = role.to_string();
+/// `pg_get_userbyid(oid)`: the role's name, or Postgres' `unknown
+/// (OID=n)` for an oid no role has.
+pub fn user_by_id_function(roles: Arc<crate::engine::roles::Roles>) -> ScalarUDF {
     create_udf(
         "pg_get_userbyid",
         vec![DataType::Int64],
@@ -161,12 +175,13 @@ pub fn user_by_id_function(role: &str) -> ScalarUDF {
             let arrays = ColumnarValue::values_to_arrays(arguments)?;
             let oids = cast(&arrays[0], &DataType::Int64)?;
             let oids = oids.as_primitive::<Int64Type>();
+            let known = roles.all();
             let names: StringArray = (0..oids.len())
                 .map(|row| {
                     let oid = oids.is_valid(row).then(|| oids.value(row))?;
-                    Some(match oid == ROLE_OID {
-                        true => role.clone(),
-                        false => format!("unknown (OID={oid})"),
+                    Some(match known.iter().find(|role| role.oid == oid) {
+                        Some(role) => role.name.clone(),
+                        None => format!("unknown (OID={oid})"),
                     })
                 })
                 .collect();
@@ -179,31 +194,53 @@ pub fn user_by_id_function(role: &str) -> ScalarUDF {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::roles::{Actor, Roles};
+    use crate::state::{SledStore, StateStore};
     use datafusion::arrow::array::Int64Array;
     use datafusion::execution::SessionStateBuilder;
 
-    fn state_as(role: &str) -> datafusion::execution::SessionState {
+    fn roles_with_alice() -> (tempfile::TempDir, Arc<Roles>) {
+        let directory = tempfile::tempdir().unwrap();
+        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+        let roles = Arc::new(Roles::open(store).unwrap());
+        let statement = crate::sql::parse("CREATE USER alice").unwrap().remove(0);
+        let crate::sql::Statement::Role(statement) = statement else {
+            panic!("a role statement")
+        };
+        let actor = Actor {
+            name: BOOTSTRAP_SUPERUSER.into(),
+            superuser: true,
+            password_encryption: crate::auth::PasswordEncryption::Scram,
+        };
+        roles.execute(&statement, &actor).unwrap();
+        (directory, roles)
+    }
+
+    fn state_with(roles: Arc<Roles>) -> datafusion::execution::SessionState {
         let mut state = SessionStateBuilder::new().build();
-        let role = SessionRole(role.to_string());
-        state.config_mut().set_extension(Arc::new(role));
+        state
+            .config_mut()
+            .set_extension(Arc::new(SessionRole { roles }));
         state
     }
 
     #[test]
-    fn the_session_role_is_the_one_row() {
+    fn every_role_is_a_row() {
+        let (_directory, roles) = roles_with_alice();
         let schema = Arc::new(Schema::new(vec![
             Field::new("rolname", DataType::Utf8, true),
             Field::new("rolsuper", DataType::Boolean, true),
             Field::new("oid", DataType::Int32, true),
         ]));
-        let rows = role_rows(RecordBatch::new_empty(schema), &state_as("alice")).unwrap();
-        assert_eq!(rows.num_rows(), 1);
-        assert_eq!(rows.column(0).as_string::<i32>().value(0), "alice");
-        assert!(rows.column(1).as_boolean().value(0));
+        let rows = role_rows(RecordBatch::new_empty(schema), &state_with(roles)).unwrap();
+        let names = rows.column(0).as_string::<i32>();
+        let superusers = rows.column(1).as_boolean();
+        assert_eq!((names.value(0), superusers.value(0)), ("alice", false));
+        assert_eq!((names.value(1), superusers.value(1)), ("weir", true));
     }
 
     #[test]
-    fn authid_names_oid_ten_after_the_session() {
+    fn authid_names_oid_ten_after_the_bootstrap_superuser() {
         let schema = Arc::new(Schema::new(vec![
             Field::new("oid", DataType::Int64, true),
             Field::new("rolname", DataType::Utf8, true),
@@ -211,21 +248,28 @@ mod tests {
         let oids = Int64Array::from(vec![3373, 10]);
         let names = StringArray::from(vec!["pg_monitor", "postgres"]);
         let batch = RecordBatch::try_new(schema, vec![Arc::new(oids), Arc::new(names)]).unwrap();
-        let named = named_authid(batch, &state_as("bob")).unwrap();
+        let named = named_authid(batch).unwrap();
         let names = named.column(1).as_string::<i32>();
-        assert_eq!((names.value(0), names.value(1)), ("pg_monitor", "bob"));
+        assert_eq!((names.value(0), names.value(1)), ("pg_monitor", "weir"));
     }
 
     #[test]
-    fn other_oids_are_unknown_users() {
-        let function = user_by_id_function("carol");
-        let oids: ArrayRef = Arc::new(Int64Array::from(vec![Some(10), Some(77), None]));
+    fn oids_name_their_roles_and_others_are_unknown() {
+        let (_directory, roles) = roles_with_alice();
+        let alice = roles.get("alice").unwrap().oid;
+        let function = user_by_id_function(roles);
+        let oids: ArrayRef = Arc::new(Int64Array::from(vec![
+            Some(10),
+            Some(alice),
+            Some(77),
+            None,
+        ]));
         let result = function
             .inner()
             .invoke_with_args(datafusion::logical_expr::ScalarFunctionArgs {
                 args: vec![ColumnarValue::Array(oids)],
                 arg_fields: vec![Arc::new(Field::new("o", DataType::Int64, true))],
-                number_rows: 3,
+                number_rows: 4,
                 return_field: Arc::new(Field::new("r", DataType::Utf8, true)),
                 config_options: Default::default(),
             })
@@ -235,9 +279,9 @@ mod tests {
         };
         let names = names.as_string::<i32>();
         assert_eq!(
-            (names.value(0), names.value(1)),
-            ("carol", "unknown (OID=77)")
+            (names.value(0), names.value(1), names.value(2)),
+            ("weir", "alice", "unknown (OID=77)")
         );
-        assert!(names.is_null(2));
+        assert!(names.is_null(3));
     }
 }
