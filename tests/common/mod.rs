@@ -75,11 +75,17 @@ impl TestServer {
     /// which in its ready line: a port picked here and bound later could
     /// be taken in between by another test's server or client.
     pub fn start_with(data_dir: &Path, arguments: &[&str]) -> TestServer {
+        TestServer::start_listening(data_dir, "127.0.0.1:0", arguments)
+    }
+
+    /// Like `start_with`, listening on `listen` (a port of 0 lets the
+    /// server choose).
+    pub fn start_listening(data_dir: &Path, listen: &str, arguments: &[&str]) -> TestServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
             .args(arguments)
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(listen)
             .arg("--data-dir")
             .arg(data_dir)
             .env("WEIR_LOG", "warn,weir::ready=info")

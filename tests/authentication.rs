@@ -1,0 +1,362 @@
+//! Logins (issue 16): SCRAM-SHA-256 and md5 password exchanges with real
+//! clients (tokio-postgres, psql, libpq through psycopg), roles surviving
+//! a restart, what a non-superuser may not do, TLS with psql's
+//! `verify-full` and `--require-tls`, and the refusal to listen beyond
+//! loopback with nobody to authenticate.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+
+const SUPERUSER_PASSWORD: &str = "s3cret-Ü";
+
+/// A server that asks every client for its password, loopback included.
+fn password_server(data_dir: &std::path::Path, extra: &[&str]) -> TestServer {
+    let mut arguments = vec![
+        "--trust-loopback=false",
+        "--superuser-password",
+        SUPERUSER_PASSWORD,
+    ];
+    arguments.extend_from_slice(extra);
+    TestServer::start_with(data_dir, &arguments)
+}
+
+async fn login(
+    server: &TestServer,
+    user: &str,
+    password: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let settings = format!(
+        "host=127.0.0.1 port={} user='{user}' password='{password}' dbname=weir",
+        server.port
+    );
+    let (client, connection) = tokio_postgres::connect(&settings, tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+fn code(error: &tokio_postgres::Error) -> String {
+    error
+        .as_db_error()
+        .map(|db| db.code().code().to_string())
+        .unwrap_or_else(|| format!("no SQLSTATE: {error}"))
+}
+
+async fn login_fails_with(server: &TestServer, user: &str, password: &str, expected: &str) {
+    match login(server, user, password).await {
+        Ok(_) => panic!("{user} logged in with password {password:?}"),
+        Err(error) => assert_eq!(code(&error), expected, "{user}: {error}"),
+    }
+}
+
+async fn current_user(client: &tokio_postgres::Client) -> (String, String) {
+    let row = client
+        .query_one("SELECT current_user, session_user", &[])
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test]
+async fn passwords_are_checked_and_roles_survive_a_restart() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut server = password_server(&data_dir, &[]);
+
+    // SCRAM-SHA-256 (tokio-postgres's default when offered).
+    let admin = login(&server, "weir", SUPERUSER_PASSWORD).await.unwrap();
+    login_fails_with(&server, "weir", "wrong", "28P01").await;
+    login_fails_with(&server, "weir", "", "28P01").await;
+    login_fails_with(&server, "nobody", "anything", "28P01").await;
+
+    admin
+        .batch_execute(
+            "CREATE USER alice PASSWORD 'alice-pw';
+             CREATE ROLE no_login PASSWORD 'x';
+             CREATE ROLE no_password LOGIN;
+             SET password_encryption = 'md5';
+             CREATE USER old_client PASSWORD 'old-pw'",
+        )
+        .await
+        .unwrap();
+    let alice = login(&server, "alice", "alice-pw").await.unwrap();
+    assert_eq!(current_user(&alice).await, ("alice".into(), "alice".into()));
+    login_fails_with(&server, "alice", "Alice-pw", "28P01").await;
+    // The right password, but the role may not log in: said only after it.
+    login_fails_with(&server, "no_login", "x", "28000").await;
+    login_fails_with(&server, "no_login", "y", "28P01").await;
+    login_fails_with(&server, "no_password", "", "28P01").await;
+    // md5, for a role whose stored secret is md5.
+    let old = login(&server, "old_client", "old-pw").await.unwrap();
+    assert_eq!(current_user(&old).await.0, "old_client");
+    login_fails_with(&server, "old_client", "old-pw2", "28P01").await;
+
+    // A non-superuser changes its own password and nothing else.
+    alice
+        .batch_execute("ALTER USER alice PASSWORD 'alice-pw2'")
+        .await
+        .unwrap();
+    for (sql, expected) in [
+        ("CREATE USER mallory", "42501"),
+        ("ALTER USER alice SUPERUSER", "42501"),
+        ("ALTER USER weir PASSWORD 'mine'", "42501"),
+        ("DROP USER old_client", "42501"),
+        ("ALTER SYSTEM SET checkpoint_interval_ms = 5", "42501"),
+    ] {
+        let error = alice.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(code(&error), expected, "{sql}: {error}");
+    }
+    login_fails_with(&server, "alice", "alice-pw", "28P01").await;
+    login(&server, "alice", "alice-pw2").await.unwrap();
+
+    // Roles and their secrets are durable; the flag's password stays.
+    drop((admin, alice, old));
+    server.kill();
+    let server = password_server(&data_dir, &[]);
+    login(&server, "alice", "alice-pw2").await.unwrap();
+    login(&server, "old_client", "old-pw").await.unwrap();
+    let admin = login(&server, "weir", SUPERUSER_PASSWORD).await.unwrap();
+    let error = admin.batch_execute("DROP USER weir").await.unwrap_err();
+    assert_eq!(code(&error), "2BP01");
+    admin.batch_execute("DROP USER alice").await.unwrap();
+    login_fails_with(&server, "alice", "alice-pw2", "28P01").await;
+}
+
+/// libpq computes the SCRAM secret on the client (psql's `\password`
+/// does the same) and sends it in ALTER USER; the stored secret must then
+/// accept the password from psql, and refuse another.
+#[tokio::test]
+async fn a_secret_libpq_computed_logs_in_with_psql() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = password_server(&temp.path().join("data"), &[]);
+    let script = format!(
+        "import psycopg\n\
+         with psycopg.connect(host='127.0.0.1', port={port}, user='weir', \
+         password='{SUPERUSER_PASSWORD}', dbname='weir', autocommit=True) as c:\n\
+         \x20   secret = c.pgconn.encrypt_password(b'from-libpq', b'carol').decode()\n\
+         \x20   assert secret.startswith('SCRAM-SHA-256$'), secret\n\
+         \x20   c.execute(\"CREATE USER carol PASSWORD '\" + secret + \"'\")\n",
+        port = server.port
+    );
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let psql = |password: &str| {
+        Command::new("psql")
+            .args([
+                "-X",
+                "-At",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &server.port.to_string(),
+            ])
+            .args(["-U", "carol", "-d", "weir", "-c", "SELECT current_user"])
+            .env("PGPASSWORD", password)
+            .output()
+            .expect("psql must be installed")
+    };
+    let right = psql("from-libpq");
+    assert_eq!(
+        String::from_utf8_lossy(&right.stdout).trim(),
+        "carol",
+        "{right:?}"
+    );
+    let wrong = psql("from-libpq!");
+    let said = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        said.contains("password authentication failed for user \"carol\""),
+        "{said}"
+    );
+}
+
+/// Makes a self-signed certificate for localhost and 127.0.0.1.
+fn make_certificate(directory: &std::path::Path) -> (String, String) {
+    let certificate = directory.join("server.crt").display().to_string();
+    let key = directory.join("server.key").display().to_string();
+    let status = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-keyout",
+            &key,
+            "-out",
+            &certificate,
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl must be installed");
+    assert!(status.success());
+    (certificate, key)
+}
+
+fn psql_with(server: &TestServer, options: &str) -> (bool, String) {
+    let connection = format!(
+        "host=localhost port={} user=weir dbname=weir {options}",
+        server.port
+    );
+    let output = Command::new("psql")
+        .args(["-X", "-At", &connection, "-c", "SELECT current_user"])
+        .env("PGPASSWORD", SUPERUSER_PASSWORD)
+        .output()
+        .expect("psql must be installed");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), said)
+}
+
+#[tokio::test]
+async fn tls_with_verify_full_and_plain_refused_when_required() {
+    let temp = tempfile::tempdir().unwrap();
+    let (certificate, key) = make_certificate(temp.path());
+    let tls = ["--tls-cert", &certificate, "--tls-key", &key];
+    let server = password_server(&temp.path().join("offered"), &tls);
+    let root = format!("sslrootcert={certificate}");
+    let (ok, said) = psql_with(&server, &format!("sslmode=verify-full {root}"));
+    assert!(ok && said.trim() == "weir", "{said}");
+    // Offered, not required: plain still works.
+    let (ok, said) = psql_with(&server, "sslmode=disable");
+    assert!(ok, "{said}");
+    drop(server);
+
+    let mut required = tls.to_vec();
+    required.push("--require-tls");
+    let server = password_server(&temp.path().join("required"), &required);
+    let (ok, said) = psql_with(&server, &format!("sslmode=verify-full {root}"));
+    assert!(ok, "{said}");
+    let (ok, said) = psql_with(&server, "sslmode=disable");
+    assert!(
+        !ok && said.contains("connection without TLS refused"),
+        "{said}"
+    );
+    // A client that trusts another authority refuses the server.
+    let elsewhere = temp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let (other, _) = make_certificate(&elsewhere);
+    let (ok, said) = psql_with(&server, &format!("sslmode=verify-full sslrootcert={other}"));
+    assert!(!ok && said.contains("certificate verify failed"), "{said}");
+}
+
+/// How `weir serve` with `arguments` ended: `Started` once it says it is
+/// ready (it is then killed), or `Exited` with its exit status; and what
+/// it logged.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Started,
+    Exited(bool),
+}
+
+fn serve_outcome(arguments: &[&str]) -> (Outcome, String) {
+    use std::io::BufRead;
+    let temp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .args(arguments)
+        .arg("--data-dir")
+        .arg(temp.path().join("data"))
+        .env("WEIR_LOG", "warn,weir::ready=info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, read) = std::sync::mpsc::channel();
+    let log = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(log).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut said = String::new();
+    let outcome = loop {
+        assert!(
+            Instant::now() < deadline,
+            "weir neither started nor exited: {said}"
+        );
+        if let Ok(line) = read.recv_timeout(Duration::from_millis(50)) {
+            said.push_str(&line);
+            said.push('\n');
+            if line.contains("weir is ready") {
+                child.kill().unwrap();
+                break Outcome::Started;
+            }
+        } else if let Some(status) = child.try_wait().unwrap() {
+            break Outcome::Exited(status.success());
+        }
+    };
+    let _ = child.wait();
+    // The rest of what it logged before exiting.
+    said.extend(read.try_iter().map(|line| line + "\n"));
+    (outcome, said)
+}
+
+#[test]
+fn listening_beyond_loopback_needs_a_password_or_an_explicit_flag() {
+    let (outcome, said) = serve_outcome(&["--listen", "0.0.0.0:0"]);
+    assert_eq!(outcome, Outcome::Exited(false), "{said}");
+    assert!(said.contains("refusing to listen on 0.0.0.0"), "{said}");
+    assert!(said.contains("--superuser-password"), "{said}");
+    for allowed in [
+        vec!["--listen", "0.0.0.0:0", "--superuser-password", "pw"],
+        vec!["--listen", "0.0.0.0:0", "--insecure-trust-all"],
+        vec!["--listen", "127.0.0.1:0"],
+    ] {
+        let (outcome, said) = serve_outcome(&allowed);
+        assert_eq!(outcome, Outcome::Started, "{allowed:?}: {said}");
+    }
+}
+
+/// The address this host reaches the outside from, if it has one: a
+/// client connecting to it from here is not on loopback.
+fn non_loopback_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let address = socket.local_addr().ok()?.ip();
+    (!address.is_loopback()).then_some(address)
+}
+
+#[tokio::test]
+async fn by_default_loopback_is_trusted_and_other_addresses_need_the_password() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = TestServer::start_listening(
+        &temp.path().join("data"),
+        "0.0.0.0:0",
+        &["--superuser-password", SUPERUSER_PASSWORD],
+    );
+    // Loopback: any password, or none, is not asked for.
+    login(&server, "weir", "not the password").await.unwrap();
+    let Some(address) = non_loopback_address() else {
+        eprintln!("this host has no non-loopback address; only loopback was checked");
+        return;
+    };
+    let connect = |password: &str| {
+        let settings = format!(
+            "host={address} port={} user=weir password='{password}' dbname=weir",
+            server.port
+        );
+        async move { tokio_postgres::connect(&settings, tokio_postgres::NoTls).await }
+    };
+    let error = connect("not the password").await.err().expect("refused");
+    assert_eq!(code(&error), "28P01", "{error}");
+    assert!(connect(SUPERUSER_PASSWORD).await.is_ok());
+}
