@@ -360,3 +360,226 @@ async fn by_default_loopback_is_trusted_and_other_addresses_need_the_password() 
     assert_eq!(code(&error), "28P01", "{error}");
     assert!(connect(SUPERUSER_PASSWORD).await.is_ok());
 }
+
+async fn trusted(server: &TestServer, user: &str) -> tokio_postgres::Client {
+    let settings = format!(
+        "host=127.0.0.1 port={} user={user} dbname=weir",
+        server.port
+    );
+    let (client, connection) = tokio_postgres::connect(&settings, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Runs each statement as `client`, expecting the SQLSTATE given ("" for
+/// success).
+async fn expect(client: &tokio_postgres::Client, who: &str, cases: &[(&str, &str)]) {
+    for (sql, expected) in cases {
+        let outcome = client.batch_execute(sql).await;
+        let got = match &outcome {
+            Ok(()) => String::new(),
+            Err(error) => code(error),
+        };
+        assert_eq!(&got, expected, "{who}: {sql}: {outcome:?}");
+    }
+}
+
+/// Owner, granted and not granted, for tables, views, materialized views,
+/// sources and sinks; through queries, writes, COPY, SUBSCRIBE and DDL.
+/// Trust on loopback logs in as the named role, with that role's rights.
+#[tokio::test]
+async fn the_privilege_matrix_holds() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut server = TestServer::start_on(&data_dir);
+    let admin = server.connect().await;
+    admin
+        .batch_execute(
+            "CREATE USER alice; CREATE USER bob; CREATE USER carol;
+             CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1);
+             CREATE VIEW v AS SELECT a FROM t;
+             CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS c FROM t;
+             CREATE SOURCE src (id BIGINT) WITH (connector = 'datagen', datagen.rows.per.second = 10);
+             GRANT CREATE ON SCHEMA public TO alice",
+        )
+        .await
+        .unwrap();
+    let bob = trusted(&server, "bob").await;
+    let denied = "42501";
+    expect(
+        &bob,
+        "bob, granted nothing",
+        &[
+            ("SELECT * FROM t", denied),
+            ("SELECT * FROM v", denied),
+            ("SELECT * FROM mv", denied),
+            ("SELECT (SELECT max(a) FROM t)", denied),
+            ("INSERT INTO t VALUES (2)", denied),
+            ("DELETE FROM t", denied),
+            ("COPY (SELECT * FROM t) TO STDOUT", denied),
+            ("COPY t TO STDOUT", denied),
+            ("BEGIN; DECLARE c CURSOR FOR SUBSCRIBE mv; ROLLBACK", denied),
+            ("ROLLBACK", ""),
+            ("DROP TABLE t", denied),
+            ("DROP VIEW v", denied),
+            ("DROP MATERIALIZED VIEW mv", denied),
+            ("SELECT * FROM src", denied),
+            ("DROP SOURCE src", denied),
+            ("CREATE TABLE mine (a INT)", denied),
+            (
+                "CREATE SOURCE mine (id BIGINT) WITH (connector = 'datagen')",
+                denied,
+            ),
+            ("GRANT SELECT ON t TO bob", denied),
+            ("SELECT count(*) FROM pg_class", ""),
+            ("SELECT count(*) FROM weir_catalog.materialized_views", ""),
+        ],
+    )
+    .await;
+    // On a connection of its own: after a failed COPY FROM, tokio-postgres
+    // sends CopyFail and a second Sync, whose ReadyForQuery it then does
+    // not expect.
+    let copier = trusted(&server, "bob").await;
+    let copy_in = copier.copy_in::<_, bytes::Bytes>("COPY t FROM STDIN").await;
+    assert_eq!(code(&copy_in.err().expect("COPY FROM denied")), denied);
+
+    // A statement prepared while allowed fails once the grant is revoked.
+    admin
+        .batch_execute("GRANT SELECT ON v TO bob; GRANT INSERT ON t TO bob")
+        .await
+        .unwrap();
+    let prepared = bob.prepare("SELECT a FROM v").await.unwrap();
+    assert_eq!(bob.query(&prepared, &[]).await.unwrap().len(), 1);
+    expect(
+        &bob,
+        "bob, granted SELECT on v and INSERT on t",
+        &[
+            // The view reads t with its owner's rights.
+            ("SELECT * FROM v", ""),
+            ("SELECT * FROM v JOIN v AS w ON true", ""),
+            // A subquery merely named v is what it reads.
+            ("SELECT * FROM (SELECT a FROM t WHERE a > 0) AS v", denied),
+            ("SELECT * FROM t", denied),
+            ("INSERT INTO t VALUES (2)", ""),
+            ("DELETE FROM t", denied),
+            ("UPDATE t SET a = 3", denied),
+            ("DROP VIEW v", denied),
+        ],
+    )
+    .await;
+    admin
+        .batch_execute("REVOKE SELECT ON v FROM bob")
+        .await
+        .unwrap();
+    let error = bob.query(&prepared, &[]).await.unwrap_err();
+    assert_eq!(code(&error), denied);
+
+    let sinks = temp.path().join("sinks");
+    std::fs::create_dir(&sinks).unwrap();
+    let sink = |name: &str, view: &str| {
+        format!(
+            "CREATE SINK {name} FROM {view} WITH (connector = 'file', path = '{}') FORMAT UPSERT ENCODE JSON (primary_key = 'c')",
+            sinks.join(name).display()
+        )
+    };
+    // An owner: alice may create, and owns what she creates.
+    let alice = trusted(&server, "alice").await;
+    expect(
+        &alice,
+        "alice, with CREATE",
+        &[
+            ("CREATE TABLE at (a BIGINT)", ""),
+            ("INSERT INTO at VALUES (10)", ""),
+            (
+                "CREATE MATERIALIZED VIEW amv AS SELECT sum(a) AS c FROM at",
+                "",
+            ),
+            ("SELECT * FROM amv", ""),
+            (
+                "CREATE MATERIALIZED VIEW bad AS SELECT count(*) FROM t",
+                denied,
+            ),
+            ("CREATE VIEW bad AS SELECT * FROM t", denied),
+            ("DROP TABLE t", denied),
+            ("GRANT SELECT ON at TO bob", ""),
+            (&sink("mv_out", "mv"), denied),
+            (&sink("amv_out", "amv"), ""),
+            (
+                "CREATE SOURCE asrc (id BIGINT) WITH (connector = 'datagen')",
+                "",
+            ),
+            ("SELECT count(*) >= 0 FROM asrc", ""),
+        ],
+    )
+    .await;
+    expect(
+        &bob,
+        "bob, not the owner of alice's sink and source",
+        &[("DROP SINK amv_out", denied), ("DROP SOURCE asrc", denied)],
+    )
+    .await;
+    let carol = trusted(&server, "carol").await;
+    expect(
+        &bob,
+        "bob, granted SELECT on alice's table",
+        &[("SELECT * FROM at", ""), ("SELECT * FROM amv", denied)],
+    )
+    .await;
+    expect(
+        &carol,
+        "carol, not the owner",
+        &[
+            ("GRANT SELECT ON at TO carol", denied),
+            ("SELECT * FROM at", denied),
+        ],
+    )
+    .await;
+    admin
+        .batch_execute("GRANT SELECT ON t TO PUBLIC")
+        .await
+        .unwrap();
+    expect(&carol, "carol, through PUBLIC", &[("SELECT * FROM t", "")]).await;
+    let error = admin.batch_execute("DROP USER alice").await.unwrap_err();
+    assert_eq!(code(&error), "2BP01", "alice owns relations");
+
+    // Owners, grants and CREATE survive a restart.
+    drop((admin, alice, bob, carol));
+    server.kill();
+    let server = TestServer::start_on(&data_dir);
+    let bob = trusted(&server, "bob").await;
+    let alice = trusted(&server, "alice").await;
+    expect(
+        &bob,
+        "bob, after a restart",
+        &[
+            ("INSERT INTO t VALUES (4)", ""),
+            ("SELECT * FROM v", denied),
+            ("SELECT * FROM at", ""),
+        ],
+    )
+    .await;
+    expect(
+        &alice,
+        "alice, after a restart",
+        &[
+            ("REVOKE SELECT ON at FROM bob", ""),
+            ("DROP SINK amv_out", ""),
+            ("DROP SOURCE asrc", ""),
+            ("DROP MATERIALIZED VIEW amv", ""),
+            ("DROP TABLE at", ""),
+            ("CREATE TABLE again (a INT)", ""),
+            ("DROP TABLE again", ""),
+        ],
+    )
+    .await;
+    expect(&bob, "bob, revoked", &[("SELECT * FROM at", "42P01")]).await;
+    let admin = server.connect().await;
+    admin
+        .batch_execute("REVOKE CREATE ON SCHEMA public FROM alice; DROP USER alice")
+        .await
+        .unwrap();
+}

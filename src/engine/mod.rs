@@ -5,10 +5,12 @@ pub mod checkpoint;
 mod clock;
 pub mod connections;
 mod ddl;
+mod grants;
 mod information_schema;
 mod materialized;
 mod output_limits;
 pub mod pg_catalog;
+pub mod privileges;
 pub mod relations;
 pub mod roles;
 mod sinks;
@@ -68,6 +70,7 @@ pub struct Engine {
     /// The shippers of sinks.
     sinks: Arc<sinks::SinkRuns>,
     roles: Arc<roles::Roles>,
+    privileges: privileges::Privileges,
 }
 
 impl Engine {
@@ -126,6 +129,7 @@ impl Engine {
         let dataflow = SharedDataflow::new(store.clone());
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
         let roles = Arc::new(roles::Roles::open(store.clone())?);
+        let privileges = privileges::Privileges::open(store.clone())?;
         let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
         let sources = Arc::new(sources::SourceRuns::default());
@@ -147,6 +151,7 @@ impl Engine {
             sources,
             sinks,
             roles,
+            privileges,
         };
         engine.load_system_settings()?;
         engine.recover().await?;
@@ -167,6 +172,11 @@ impl Engine {
     /// The roles logins and privilege checks read.
     pub fn roles(&self) -> &Arc<roles::Roles> {
         &self.roles
+    }
+
+    /// Owners and grants of relations.
+    pub fn privileges(&self) -> &privileges::Privileges {
+        &self.privileges
     }
 
     pub fn relations(&self) -> &Relations {
@@ -222,7 +232,8 @@ impl Engine {
                     | sql::Statement::DropSource { .. }
                     | sql::Statement::Changefeed(_)
                     | sql::Statement::Sink(_)
-                    | sql::Statement::Role(_),
+                    | sql::Statement::Role(_)
+                    | sql::Statement::Privilege(_),
                 )
                 | None => {
                     return Err(WeirError::internal(format!(

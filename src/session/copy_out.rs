@@ -37,6 +37,7 @@ impl Session {
                 .with_hint("Write COPY (SELECT …) TO STDOUT."));
         }
         self.check_reads(&plan)?;
+        self.authorize_reads(&plan)?;
         let names: Vec<String> = plan
             .schema()
             .fields()

@@ -3,6 +3,7 @@
 //! and result types) and `execute` (with bound parameters). The server turns
 //! `Outcome`s into protocol messages; nothing here knows about pgwire.
 
+mod authorization;
 mod changefeed;
 mod copy;
 mod copy_out;
@@ -296,6 +297,10 @@ impl Session {
                 let tag = statement.tag().to_string();
                 return Ok(Prepared::utility(tag, Utility::Role(statement)));
             }
+            sql::Statement::Privilege(statement) => {
+                let tag = statement.tag().to_string();
+                return Ok(Prepared::utility(tag, Utility::Privilege(statement)));
+            }
             sql::Statement::DropSource { names, if_exists } => {
                 return Ok(Prepared::utility(
                     "DROP SOURCE".to_string(),
@@ -388,6 +393,20 @@ impl Session {
             true => Some(self.engine.lock_catalog().await),
             false => None,
         };
+        self.authorize(prepared)?;
+        let created = self.new_relations(prepared);
+        let outcome = self.run_action(prepared, parameters).await;
+        if outcome.is_ok() {
+            self.record_owner(&created)?;
+        }
+        outcome
+    }
+
+    async fn run_action(
+        &self,
+        prepared: &Prepared,
+        parameters: Option<&ParamValues>,
+    ) -> Result<Outcome> {
         match &prepared.action {
             Action::Utility(Utility::Commit) => Ok(Outcome::TransactionEnd(self.commit().await?)),
             Action::Utility(Utility::Flush) => {
@@ -417,7 +436,12 @@ impl Session {
                 Ok(Outcome::Done(done))
             }
             Action::Utility(Utility::Role(statement)) => Ok(Outcome::Done(
-                self.engine.roles().execute(statement, &self.actor())?,
+                self.engine
+                    .execute_role_statement(statement, &self.actor())?,
+            )),
+            Action::Utility(Utility::Privilege(statement)) => Ok(Outcome::Done(
+                self.engine
+                    .execute_privilege_statement(statement, &self.actor())?,
             )),
             Action::Utility(Utility::CopyTo { query, options }) => {
                 self.copy_out(query, options).await
@@ -557,7 +581,8 @@ impl Session {
             | Utility::DropSource { .. }
             | Utility::CopyTo { .. }
             | Utility::Sink(_)
-            | Utility::Role(_) => Err(WeirError::internal(
+            | Utility::Role(_)
+            | Utility::Privilege(_) => Err(WeirError::internal(
                 "an asynchronous utility ran synchronously",
             )),
             Utility::Deallocate { name } => {

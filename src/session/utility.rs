@@ -53,6 +53,8 @@ pub enum Utility {
     Sink(crate::sql::sink_ddl::SinkStatement),
     /// CREATE/ALTER/DROP ROLE or USER.
     Role(crate::sql::role_ddl::RoleStatement),
+    /// GRANT or REVOKE.
+    Privilege(crate::sql::privilege_ddl::PrivilegeStatement),
     AlterRetention(crate::sql::alter_table::AlterRetention),
     /// `value` None is RESET.
     AlterSystem {

@@ -33,6 +33,7 @@ mod output_names;
 mod parser;
 pub mod placeholders;
 pub mod postgres_text;
+pub mod privilege_ddl;
 mod regclass_cast;
 mod repeated_columns;
 pub mod role_ddl;

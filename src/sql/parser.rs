@@ -52,6 +52,8 @@ pub enum Statement {
     Sink(super::sink_ddl::SinkStatement),
     /// CREATE/ALTER/DROP ROLE or USER.
     Role(super::role_ddl::RoleStatement),
+    /// GRANT or REVOKE.
+    Privilege(super::privilege_ddl::PrivilegeStatement),
 }
 
 /// Words that mark a statement as a client's catalog query.
@@ -128,6 +130,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     if let Some(role) = super::role_ddl::parse(&tokens)? {
         return Ok(Statement::Role(role));
     }
+    super::privilege_ddl::refuse_membership(&tokens)?;
     if let Some(changefeed) = super::subscribe::parse(&tokens)? {
         return Ok(Statement::Changefeed(changefeed));
     }
@@ -175,6 +178,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     } else {
         parse_tokens(tokens)?
     };
+    if let Some(privilege) = super::privilege_ddl::from_statement(&statement) {
+        return privilege.map(Statement::Privilege);
+    }
     // Before anything walks the tree recursively.
     super::limits::check_nesting(&statement)?;
     let mut statement = windows::rewrite(statement)?;
