@@ -81,6 +81,16 @@ impl TestServer {
     /// Like `start_with`, listening on `listen` (a port of 0 lets the
     /// server choose).
     pub fn start_listening(data_dir: &Path, listen: &str, arguments: &[&str]) -> TestServer {
+        TestServer::start_full(data_dir, listen, arguments, Stdio::inherit())
+    }
+
+    /// Like `start_with`, with the server's standard error (where a panic
+    /// would be reported) going to `stderr`.
+    pub fn start_with_stderr(data_dir: &Path, arguments: &[&str], stderr: Stdio) -> TestServer {
+        TestServer::start_full(data_dir, "127.0.0.1:0", arguments, stderr)
+    }
+
+    fn start_full(data_dir: &Path, listen: &str, arguments: &[&str], stderr: Stdio) -> TestServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
             .args(arguments)
@@ -91,7 +101,7 @@ impl TestServer {
             .env("WEIR_LOG", "warn,weir::ready=info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start weir");
         let log = child.stdout.take().expect("the server's log");
