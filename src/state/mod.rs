@@ -3,8 +3,10 @@
 //! wrapped in an envelope with a format version and a CRC32 so corruption is
 //! reported as an error instead of being decoded into wrong rows.
 
+mod acknowledged;
 pub mod batch_codec;
 mod envelope;
+mod sled_integrity;
 mod sled_store;
 mod value_log;
 

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use super::acknowledged::AcknowledgedRecord;
 use super::envelope;
+use super::sled_integrity::{self, entry_hash, Tally, TALLY_KEY};
 use super::value_log::{Location, ValueLog, OUT_OF_LINE_BYTES, SEGMENT_BYTES};
 use super::{Entries, StateStore, StoredSize, WriteBatch, WriteOperation};
 use crate::error::{sqlstate, Result, WeirError};
@@ -21,9 +23,16 @@ const SLED_LOCKED_MESSAGE: &str = "could not acquire lock";
 pub struct SledStore {
     database: sled::Db,
     values: Arc<ValueLog>,
-    /// Serialises the read-modify-write of segment counts; holds segments
-    /// whose last value is gone, to delete once that is durable.
-    writer: Mutex<Vec<u64>>,
+    /// Serialises the read-modify-write of segment counts and the tally.
+    writer: Mutex<Writer>,
+    acknowledged: AcknowledgedRecord,
+}
+
+struct Writer {
+    /// Segments whose last value is gone, to delete once that is durable.
+    dead: Vec<u64>,
+    /// The tally as of the last batch applied (`sled_integrity.rs`).
+    tally: Tally,
 }
 
 /// sled's page cache when nothing else is asked for (sled's own default is
@@ -55,26 +64,29 @@ impl SledStore {
     }
 
     fn open_with_segments(directory: &Path, cache_bytes: u64, segment_bytes: u64) -> Result<Self> {
-        let database = sled::Config::new()
+        let config = sled::Config::new()
             .path(directory)
             .cache_capacity(cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|error| open_error(directory, error))?;
+            .mode(sled::Mode::HighThroughput);
+        let (database, tally, acknowledged) = sled_integrity::open_checked(directory, config)?;
         let in_use = segments_in_use(&database)?;
         let (values, existing) = ValueLog::open(&directory.join("values"), segment_bytes, &in_use)?;
         check_segments(&values, &in_use, existing)?;
         Ok(SledStore {
             database,
             values: Arc::new(values),
-            writer: Mutex::new(Vec::new()),
+            writer: Mutex::new(Writer {
+                dead: Vec::new(),
+                tally,
+            }),
+            acknowledged,
         })
     }
 }
 
 /// Why the store would not open; a lock another process holds gets its own
 /// hint (a second server started on the same data directory).
-fn open_error(directory: &Path, error: sled::Error) -> WeirError {
+pub(super) fn open_error(directory: &Path, error: sled::Error) -> WeirError {
     let locked = matches!(&error, sled::Error::Io(io)
         if io.to_string().starts_with(SLED_LOCKED_MESSAGE));
     if locked {
@@ -88,6 +100,10 @@ fn open_error(directory: &Path, error: sled::Error) -> WeirError {
         "cannot open the data directory {}: {error}",
         directory.display()
     ))
+    .with_hint(
+        "If its files were damaged or altered outside weir (sled may then blame an old \
+         version), restore the data directory from a backup.",
+    )
 }
 
 /// The segments sled counts live bytes in, in order.
@@ -136,7 +152,9 @@ const STAGE_PIECE_OPERATIONS: usize = 64;
 struct Accounting {
     /// The newest pointer (or `None`: in sled, or deleted) of each key this
     /// batch wrote, which sled does not show until the batch is applied.
-    latest: HashMap<Vec<u8>, Option<Location>>,
+    latest: HashMap<Vec<u8>, Latest>,
+    /// The change to the content hash (wrapping).
+    hash_delta: u64,
     /// Live-byte change per segment.
     deltas: BTreeMap<u64, i64>,
     /// Segments the batch's appends closed.
@@ -144,15 +162,39 @@ struct Accounting {
     appended: bool,
 }
 
+/// What a key holds as a batch goes: its pointer, if kept out of line, and
+/// its share of the content hash, if it holds anything.
+#[derive(Clone, Copy)]
+struct Latest {
+    location: Option<Location>,
+    hash: Option<u64>,
+}
+
+const ABSENT: Latest = Latest {
+    location: None,
+    hash: None,
+};
+
+impl Accounting {
+    fn stored(&mut self, key: Vec<u8>, stored: &[u8], location: Option<Location>) {
+        let hash = entry_hash(&key, stored);
+        self.hash_delta = self.hash_delta.wrapping_add(hash);
+        let hash = Some(hash);
+        self.latest.insert(key, Latest { location, hash });
+    }
+}
+
 impl SledStore {
-    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Vec<u64>> {
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
         self.writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn apply_atomically(&self, batch: WriteBatch) -> Result<()> {
-        let mut dead = self.lock_writer();
+    /// Applies `batch` as one sled batch; returns the store's count of
+    /// batches with it.
+    fn apply_atomically(&self, batch: WriteBatch) -> Result<u64> {
+        let mut writer = self.lock_writer();
         let mut accounting = Accounting::default();
         let mut sled_batch = sled::Batch::default();
         for operation in batch.operations {
@@ -166,34 +208,45 @@ impl SledStore {
                         accounting.appended = true;
                         *accounting.deltas.entry(location.segment).or_default() +=
                             i64::from(location.length);
-                        sled_batch.insert(key.as_slice(), location.encode());
-                        accounting.latest.insert(key, Some(location));
+                        let pointer = location.encode();
+                        sled_batch.insert(key.as_slice(), pointer.as_slice());
+                        accounting.stored(key, &pointer, Some(location));
                     } else {
-                        sled_batch.insert(key.as_slice(), sealed);
-                        accounting.latest.insert(key, None);
+                        sled_batch.insert(key.as_slice(), sealed.as_slice());
+                        accounting.stored(key, &sealed, None);
                     }
                 }
                 WriteOperation::Delete(key) => {
                     self.release(&key, &mut accounting)?;
                     sled_batch.remove(key.as_slice());
-                    accounting.latest.insert(key, None);
+                    accounting.latest.insert(key, ABSENT);
                 }
                 WriteOperation::DeletePrefix(prefix) => {
                     for entry in self.database.scan_prefix(&prefix).keys() {
                         let key = entry.map_err(io_error)?.to_vec();
                         self.release(&key, &mut accounting)?;
                         sled_batch.remove(key.as_slice());
-                        accounting.latest.insert(key, None);
+                        accounting.latest.insert(key, ABSENT);
                     }
                 }
             }
         }
-        self.count_live_bytes(&mut accounting, &mut sled_batch, &mut dead)?;
+        self.count_live_bytes(&mut accounting, &mut sled_batch, &mut writer.dead)?;
         if accounting.appended {
             // Durable before anything durable can point at it.
             self.values.sync()?;
         }
-        self.database.apply_batch(sled_batch).map_err(io_error)
+        let tally = Tally {
+            commits: writer.tally.commits + 1,
+            content_hash: writer
+                .tally
+                .content_hash
+                .wrapping_add(accounting.hash_delta),
+        };
+        sled_batch.insert(TALLY_KEY, tally.sealed());
+        self.database.apply_batch(sled_batch).map_err(io_error)?;
+        writer.tally = tally;
+        Ok(tally.commits)
     }
 
     /// Counts the value `key` holds before this operation as gone.
@@ -201,12 +254,18 @@ impl SledStore {
         let old = match accounting.latest.get(key) {
             Some(latest) => *latest,
             None => match self.database.get(key).map_err(io_error)? {
-                Some(stored) => Location::decode(key, &stored)?,
-                None => None,
+                Some(stored) => Latest {
+                    location: Location::decode(key, &stored)?,
+                    hash: Some(entry_hash(key, &stored)),
+                },
+                None => ABSENT,
             },
         };
-        if let Some(location) = old {
+        if let Some(location) = old.location {
             *accounting.deltas.entry(location.segment).or_default() -= i64::from(location.length);
+        }
+        if let Some(hash) = old.hash {
+            accounting.hash_delta = accounting.hash_delta.wrapping_sub(hash);
         }
         Ok(())
     }
@@ -226,7 +285,12 @@ impl SledStore {
         for (&segment, &delta) in &accounting.deltas {
             let key = live_bytes_key(segment);
             let before = match self.database.get(&key).map_err(io_error)? {
-                Some(stored) => decode_count(&key, &stored)?,
+                Some(stored) => {
+                    accounting.hash_delta = accounting
+                        .hash_delta
+                        .wrapping_sub(entry_hash(&key, &stored));
+                    decode_count(&key, &stored)?
+                }
                 None => 0,
             };
             let after = before + delta;
@@ -236,7 +300,11 @@ impl SledStore {
                 )));
             }
             if after > 0 {
-                sled_batch.insert(key, envelope::seal(&after.to_be_bytes()));
+                let sealed = envelope::seal(&after.to_be_bytes());
+                accounting.hash_delta = accounting
+                    .hash_delta
+                    .wrapping_add(entry_hash(&key, &sealed));
+                sled_batch.insert(key, sealed);
             } else {
                 sled_batch.remove(key);
                 if segment != active {
@@ -286,10 +354,12 @@ impl StateStore for SledStore {
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
-        self.apply_atomically(batch)?;
-        let dead = std::mem::take(&mut *self.lock_writer());
-        // The acknowledgement promise: nothing is reported done before fsync.
+        let commits = self.apply_atomically(batch)?;
+        let dead = std::mem::take(&mut self.lock_writer().dead);
+        // The acknowledgement promise: nothing is reported done before fsync,
         self.database.flush().map_err(io_error)?;
+        // nor before the record a damaged store is told by.
+        self.acknowledged.record(commits)?;
         // Only now is it durable that nothing points into these.
         for segment in dead {
             self.values.remove(segment)?;
@@ -308,7 +378,7 @@ impl StateStore for SledStore {
                 self.apply_atomically(std::mem::take(&mut piece))?;
             }
         }
-        self.apply_atomically(piece)
+        self.apply_atomically(piece).map(|_| ())
     }
 
     fn scan_range(&self, start: &[u8], end: &[u8]) -> Entries {
@@ -367,95 +437,8 @@ impl StateStore for SledStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_store_another_holder_has_open_is_refused_with_a_hint() {
-        let directory = tempfile::tempdir().unwrap();
-        let _first = SledStore::open(directory.path()).unwrap();
-        let Err(error) = SledStore::open(directory.path()) else {
-            panic!("a second open of a locked store succeeded");
-        };
-        assert!(
-            error.message.contains("in use by another process"),
-            "{error}"
-        );
-        assert!(error
-            .hint
-            .unwrap_or_default()
-            .contains("another --data-dir"));
-    }
-
-    #[test]
-    fn commit_get_scan_and_delete_prefix() {
-        let directory = tempfile::tempdir().unwrap();
-        let store = SledStore::open(directory.path()).unwrap();
-        let mut batch = WriteBatch::new();
-        batch.put(b"a/1".to_vec(), b"one".to_vec());
-        batch.put(b"a/2".to_vec(), b"two".to_vec());
-        batch.put(b"b/1".to_vec(), b"other".to_vec());
-        store.commit(batch).unwrap();
-        assert_eq!(store.get(b"a/1").unwrap().unwrap(), b"one");
-        assert_eq!(store.scan_prefix(b"a/").unwrap().len(), 2);
-
-        let mut batch = WriteBatch::new();
-        batch.delete_prefix(b"a/".to_vec());
-        store.commit(batch).unwrap();
-        assert!(store.scan_prefix(b"a/").unwrap().is_empty());
-        assert_eq!(store.get(b"b/1").unwrap().unwrap(), b"other");
-    }
-
-    #[test]
-    fn ranges_and_the_last_entry_before_a_key() {
-        let directory = tempfile::tempdir().unwrap();
-        let store = SledStore::open(directory.path()).unwrap();
-        let mut batch = WriteBatch::new();
-        for key in [b"r/1", b"r/3", b"r/5", b"s/0"] {
-            batch.put(key.to_vec(), key.to_vec());
-        }
-        store.stage(batch).unwrap();
-        let keys = |start: &[u8], end: &[u8]| -> Vec<Vec<u8>> {
-            store
-                .scan_range(start, end)
-                .map(|entry| entry.unwrap().0)
-                .collect()
-        };
-        assert_eq!(keys(b"r/1", b"r/5"), vec![b"r/1".to_vec(), b"r/3".to_vec()]);
-        assert!(keys(b"r/5", b"r/1").is_empty());
-        let last = |at: &[u8]| store.last_at_or_before(b"r/", at).unwrap().map(|e| e.0);
-        assert_eq!(last(b"r/4"), Some(b"r/3".to_vec()));
-        assert_eq!(last(b"r/5"), Some(b"r/5".to_vec()));
-        assert_eq!(last(b"r/0"), None);
-    }
-
-    #[test]
-    fn values_survive_reopen() {
-        let directory = tempfile::tempdir().unwrap();
-        {
-            let store = SledStore::open(directory.path()).unwrap();
-            let mut batch = WriteBatch::new();
-            batch.put(b"k".to_vec(), b"v".to_vec());
-            store.commit(batch).unwrap();
-        }
-        let store = SledStore::open(directory.path()).unwrap();
-        assert_eq!(store.get(b"k").unwrap().unwrap(), b"v");
-    }
-
-    #[test]
-    fn corrupted_value_is_a_clear_error() {
-        let directory = tempfile::tempdir().unwrap();
-        let store = SledStore::open(directory.path()).unwrap();
-        // Write a damaged envelope underneath the trait, as disk damage would.
-        let mut sealed = envelope::seal(b"payload");
-        let last = sealed.len() - 1;
-        sealed[last] ^= 0xff;
-        store.database.insert(b"k", sealed).unwrap();
-        let error = store.get(b"k").unwrap_err();
-        assert_eq!(error.code, crate::error::sqlstate::DATA_CORRUPTED);
-        assert!(store.scan_prefix(b"k").is_err());
-    }
-}
+#[path = "sled_store_tests.rs"]
+mod tests;
 
 #[cfg(test)]
 #[path = "sled_store_value_tests.rs"]
