@@ -27,7 +27,8 @@ struct WeirError(tokio_postgres::Error);
 impl std::fmt::Display for WeirError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0.as_db_error() {
-            Some(db) => write!(f, "{}", db.message()),
+            // The SQLSTATE first, so an expected-error regex can check both.
+            Some(db) => write!(f, "{}: {}", db.code().code(), db.message()),
             None => write!(f, "{}", self.0),
         }
     }

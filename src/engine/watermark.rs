@@ -32,7 +32,7 @@ pub async fn resolve(
             format!(
                 "WATERMARK FOR {}: the column has type {}, not a timestamp",
                 clause.column,
-                field.data_type()
+                crate::error::postgres_type_name(&field.data_type().to_string())
             ),
         )
         .with_hint("Event time must be a TIMESTAMP or TIMESTAMPTZ column."));

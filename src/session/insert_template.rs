@@ -26,7 +26,6 @@ use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{DmlStatement, Expr, Volatility, WriteOp};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::execution_plan::check_not_null_constraints;
 
 use super::insert_values::{batch, needs_a_plan, values_under_projections};
 use super::parameters::{bound_type, coerce_parameters};
@@ -210,7 +209,7 @@ impl InsertTemplate {
                 .collect::<Result<Vec<_>>>()?;
             rows = batch(schema.clone(), columns, rows.num_rows())?;
         }
-        Ok(check_not_null_constraints(rows, &self.required)?)
+        self.log.check_columns_not_null(rows, &self.required)
     }
 }
 
@@ -551,9 +550,14 @@ mod tests {
             let planned = format!(
                 "INSERT INTO {general} {columns} SELECT * FROM (VALUES ({values})) WHERE true"
             );
+            // Errors name the table; the two tables differ only in name.
             let compiled = outcome(&session, &compiled, parameters, &direct).await;
             let planned = outcome(&session, &planned, parameters, &general).await;
-            assert_eq!(compiled, planned, "VALUES ({values}) with {parameters:?}");
+            assert_eq!(
+                compiled.replace(&direct, "t"),
+                planned.replace(&general, "t"),
+                "VALUES ({values}) with {parameters:?}"
+            );
         }
     }
 

@@ -11,7 +11,6 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, Projection, WriteOp};
 use datafusion::physical_plan::collect;
-use datafusion::physical_plan::execution_plan::check_not_null_constraints;
 
 use super::planning::Purpose;
 use super::{Outcome, Session};
@@ -149,5 +148,5 @@ fn changes(log: &TableLog, batches: &[RecordBatch], update: bool) -> Result<Tabl
 
 /// NOT NULL checked as DataFusion's insert does, for the same error.
 pub(super) fn not_null(log: &TableLog, rows: RecordBatch) -> Result<RecordBatch> {
-    Ok(check_not_null_constraints(rows, &log.not_null_columns())?)
+    log.check_not_null(rows)
 }

@@ -36,6 +36,7 @@ mod history;
 mod legacy;
 mod locations;
 mod lookup;
+mod not_null;
 mod retention;
 mod scan;
 mod transaction;
@@ -529,7 +530,8 @@ impl DataSink for TableSink {
         }
         let mut write = BulkWrite::begin(self.log.clone()).await;
         while let Some(batch) = data.next().await {
-            write.add(batch?).map_err(external)?;
+            let batch = batch.map_err(|error| not_null::name_the_column(error, &self.log))?;
+            write.add(batch).map_err(external)?;
         }
         let gate = context.session_config().get_extension::<CommitGate>();
         write.commit(gate.as_deref()).await.map_err(external)
@@ -546,6 +548,7 @@ async fn keep_in_block(
     let mark = pending.mark();
     let mut rows = 0;
     while let Some(batch) = data.next().await {
+        let batch = batch.map_err(|error| not_null::name_the_column(error, log));
         let kept = batch.map_err(WeirError::from).and_then(|batch| {
             rows += batch.num_rows() as u64;
             pending.keep(log, batch)

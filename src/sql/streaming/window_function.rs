@@ -128,7 +128,8 @@ impl TableFunctionImpl for WindowFunction {
                 WeirError::new(
                     sqlstate::DATATYPE_MISMATCH,
                     format!(
-                        "{function}: column \"{time_column}\" has type {time_type}, not a timestamp"
+                        "{function}: column \"{time_column}\" has type {}, not a timestamp",
+                        crate::error::postgres_type_name(&time_type.to_string())
                     ),
                 )
                 .with_hint("Window over a TIMESTAMP or TIMESTAMPTZ column."),

@@ -44,6 +44,17 @@ impl ScalarUDFImpl for GridFloor {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         match arg_types {
             [_, time @ DataType::Timestamp(_, _), _] => Ok(time.clone()),
+            // The window's time column (a user's mistake, so said as one).
+            [_, other, _] => Err(DataFusionError::External(Box::new(
+                WeirError::new(
+                    sqlstate::DATATYPE_MISMATCH,
+                    format!(
+                        "the window's time column has type {}, not a timestamp",
+                        crate::error::postgres_type_name(&other.to_string())
+                    ),
+                )
+                .with_hint("Window over a TIMESTAMP or TIMESTAMPTZ column."),
+            ))),
             _ => exec_err!("{GRID_FLOOR_FUNCTION_NAME} needs (step_ns, timestamp, origin)"),
         }
     }

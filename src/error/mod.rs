@@ -6,6 +6,10 @@ use std::fmt;
 use datafusion::error::DataFusionError;
 use datafusion::sql::sqlparser::parser::ParserError;
 
+mod postgres_messages;
+
+pub use postgres_messages::type_name as postgres_type_name;
+
 /// SQLSTATE codes weir reports (see the Postgres errcodes appendix).
 pub mod sqlstate {
     pub const SYNTAX_ERROR: &str = "42601";
@@ -67,6 +71,12 @@ pub mod sqlstate {
     pub const OBJECT_IN_USE: &str = "55006";
     pub const OUT_OF_MEMORY: &str = "53200";
     pub const CANT_CHANGE_RUNTIME_PARAM: &str = "55P02";
+    pub const GROUPING_ERROR: &str = "42803";
+    pub const INVALID_ROW_COUNT_IN_LIMIT: &str = "2201W";
+    pub const INVALID_ROW_COUNT_IN_OFFSET: &str = "2201X";
+    pub const INVALID_ARGUMENT_FOR_POWER: &str = "2201F";
+    pub const INVALID_ESCAPE_SEQUENCE: &str = "22025";
+    pub const INVALID_DATETIME_FORMAT: &str = "22007";
 }
 
 pub type Result<T, E = WeirError> = std::result::Result<T, E>;
@@ -146,13 +156,13 @@ impl From<ParserError> for WeirError {
 
 impl From<datafusion::arrow::error::ArrowError> for WeirError {
     fn from(error: datafusion::arrow::error::ArrowError) -> Self {
-        arrow_error_to_weir(error)
+        postgres_messages::reword(arrow_error_to_weir(error))
     }
 }
 
 impl From<DataFusionError> for WeirError {
     fn from(error: DataFusionError) -> Self {
-        from_datafusion(error)
+        postgres_messages::reword(from_datafusion(error))
     }
 }
 
