@@ -184,9 +184,7 @@ fn from_datafusion(error: DataFusionError) -> WeirError {
         }
         DataFusionError::Plan(text) => plan_error_to_weir(text),
         DataFusionError::ArrowError(arrow_error, _) => arrow_error_to_weir(*arrow_error),
-        DataFusionError::ResourcesExhausted(text) => {
-            WeirError::new(sqlstate::RESOURCES_EXHAUSTED, text)
-        }
+        DataFusionError::ResourcesExhausted(text) => out_of_memory(text),
         DataFusionError::IoError(io_error) => WeirError::io(io_error.to_string()),
         DataFusionError::Execution(text) => execution_error_to_weir(text),
         other => WeirError::internal(other.to_string()),
@@ -211,11 +209,39 @@ fn from_external(inner: Box<dyn std::error::Error + Send + Sync>) -> WeirError {
     }
 }
 
+/// A query past its session's memory pool (`query_memory_limit`).
+fn out_of_memory(text: String) -> WeirError {
+    let Some(consumer) = text
+        .split("Failed to allocate additional ")
+        .nth(1)
+        .and_then(|rest| rest.split(" for ").nth(1))
+        .and_then(|rest| rest.split(" with ").next())
+    else {
+        return WeirError::new(sqlstate::RESOURCES_EXHAUSTED, text);
+    };
+    WeirError::new(
+        sqlstate::OUT_OF_MEMORY,
+        format!(
+            "out of memory: the query needs more than query_memory_limit allows (in {consumer})"
+        ),
+    )
+    .with_hint(
+        "SET query_memory_limit = '8GB' (or 0 for no limit) to allow more, or make the query \
+         hold less: filter or aggregate before joining, join the smaller input first.",
+    )
+}
+
 fn clone_shared(inner: &DataFusionError) -> DataFusionError {
     match inner {
         DataFusionError::Plan(text) => DataFusionError::Plan(text.clone()),
         DataFusionError::Execution(text) => DataFusionError::Execution(text.clone()),
         DataFusionError::NotImplemented(text) => DataFusionError::NotImplemented(text.clone()),
+        // A hash join's build side is shared by its partitions, memory
+        // errors included.
+        DataFusionError::ResourcesExhausted(text) => {
+            DataFusionError::ResourcesExhausted(text.clone())
+        }
+        DataFusionError::Context(_, inner) => clone_shared(inner),
         other => DataFusionError::Execution(other.to_string()),
     }
 }

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::{FunctionRegistry, SessionState, TaskContext};
 
 use super::Settings;
@@ -51,6 +53,7 @@ impl Planning {
 struct PlanningKey {
     datafusion: BTreeMap<String, String>,
     time_zone: Option<String>,
+    query_memory_limit_bytes: Option<usize>,
 }
 
 /// Planning states for queries, and for writes (one partition, so rows
@@ -115,6 +118,7 @@ impl PlanningCache {
         let key = PlanningKey {
             datafusion: settings.datafusion_options().clone(),
             time_zone: settings.time_zone().map(str::to_string),
+            query_memory_limit_bytes: settings.query_memory_limit_bytes()?,
         };
         match &mut self.built {
             Some(built) if built.key == key => {}
@@ -136,7 +140,7 @@ impl Built {
         settings: &Settings,
         handles: SessionHandles,
     ) -> Result<Self> {
-        let mut state = engine.state();
+        let mut state = with_memory_limit(engine.state(), key.query_memory_limit_bytes)?;
         settings.apply(&mut state)?;
         // Writes reach the table through DataFusion's sink, which finds the
         // gate and the transaction block's pending writes here.
@@ -178,6 +182,21 @@ impl Built {
             Purpose::Writes => &mut self.writes,
         }
     }
+}
+
+/// `state` with a memory pool of its own holding `limit` bytes, so one
+/// session's query fails (53200) rather than the server running out of
+/// memory; sorts spill to disk before that.
+fn with_memory_limit(state: SessionState, limit: Option<usize>) -> Result<SessionState> {
+    let Some(limit) = limit else {
+        return Ok(state);
+    };
+    let runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
+        .with_memory_limit(limit, 1.0)
+        .build_arc()?;
+    Ok(SessionStateBuilder::new_from_existing(state)
+        .with_runtime_env(runtime)
+        .build())
 }
 
 #[cfg(test)]

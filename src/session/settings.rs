@@ -27,6 +27,10 @@ const KNOWN: &[(&str, &str, bool)] = &[
     // How CREATE/ALTER ROLE … PASSWORD stores a password (psql's
     // \password reads it to hash on the client).
     ("password_encryption", "scram-sha-256", false),
+    // The most memory one session's queries may hold in the operators
+    // DataFusion tracks (hash joins, aggregates, sorts; sorts spill to
+    // disk past it, the others fail with 53200). 0: no limit.
+    ("query_memory_limit", "2GB", false),
     ("search_path", "public", false),
     ("server_encoding", "UTF8", true),
     ("server_version", SERVER_VERSION, true),
@@ -160,6 +164,22 @@ impl Settings {
             })
     }
 
+    /// `query_memory_limit` in bytes; None for 0 (no limit).
+    pub fn query_memory_limit_bytes(&self) -> Result<Option<usize>> {
+        let value = self.get("query_memory_limit")?;
+        if value.trim() == "0" {
+            return Ok(None);
+        }
+        crate::sql::units::parse_memory_size(&value)
+            .map(|bytes| Some(usize::try_from(bytes).unwrap_or(usize::MAX)))
+            .ok_or_else(|| {
+                WeirError::new(
+                    sqlstate::INVALID_PARAMETER_VALUE,
+                    format!("invalid value for parameter \"query_memory_limit\": \"{value}\""),
+                )
+            })
+    }
+
     /// Every known parameter with its current value, for `SHOW ALL`.
     pub fn all(&self) -> Vec<(String, String)> {
         let mut all: BTreeMap<String, String> = KNOWN
@@ -227,6 +247,11 @@ fn validate(name: &str, value: &str) -> Result<()> {
         }
         "password_encryption" if crate::auth::PasswordEncryption::parse(value).is_none() => {
             invalid("Use scram-sha-256 (the default) or md5.")
+        }
+        "query_memory_limit"
+            if value.trim() != "0" && crate::sql::units::parse_memory_size(value).is_none() =>
+        {
+            invalid("Give a memory size such as 512MB or 4GB, or 0 for no limit.")
         }
         "subscribe_queue_limit" if crate::sql::units::parse_memory_size(value).is_none() => {
             invalid("Give a memory size such as 64MB or 1GB.")
