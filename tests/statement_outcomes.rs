@@ -361,3 +361,73 @@ async fn copy_to_stdout_stops_on_cancel() {
         .get(0);
     assert_eq!(count, 300_000);
 }
+
+const VIEW: &str = "CREATE MATERIALIZED VIEW by_key AS \
+    SELECT k, count(*) AS n, sum(v) AS total FROM history GROUP BY k";
+
+/// The error code and message of a statement that failed.
+fn failure(outcome: Result<(), tokio_postgres::Error>) -> (String, String) {
+    let error = outcome.expect_err("the statement was expected to fail");
+    let db = error.as_db_error().expect("a server error");
+    (db.code().code().to_string(), db.message().to_string())
+}
+
+/// A view's backfill stops when its CREATE is cancelled or times out: the
+/// statement ends long before a whole backfill would, and no view appears
+/// later (the backfill runs on a thread of its own, and must not commit
+/// after the session has moved on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_view_creation_stops_its_backfill_and_leaves_nothing() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE history (k BIGINT, v BIGINT); \
+             INSERT INTO history SELECT value % 1000, value FROM generate_series(1, 1000000)",
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute("SET statement_timeout = '200ms'")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (code, message) = failure(client.batch_execute(VIEW).await);
+    let timed_out_after = started.elapsed();
+    assert_eq!(code, "57014", "{message}");
+    assert!(message.contains("statement timeout"), "{message}");
+    client
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .unwrap();
+
+    let cancel = client.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel_query(NoTls).await.unwrap();
+    });
+    let started = std::time::Instant::now();
+    let (code, message) = failure(client.batch_execute(VIEW).await);
+    let cancelled_after = started.elapsed();
+    canceller.await.unwrap();
+    assert_eq!(code, "57014", "{message}");
+
+    // Nothing appears later either.
+    client.batch_execute("SELECT 1").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (code, _) = failure(client.batch_execute("SELECT * FROM by_key").await);
+    assert_eq!(code, "42P01");
+
+    let started = std::time::Instant::now();
+    client.batch_execute(VIEW).await.unwrap();
+    let whole = started.elapsed();
+    println!("timed out after {timed_out_after:?}, cancelled after {cancelled_after:?}, whole backfill {whole:?}");
+    // Stopped, not run to the end and then thrown away.
+    assert!(timed_out_after * 4 < whole && cancelled_after * 4 < whole);
+    let batch = rows(
+        &client,
+        "SELECT k, count(*), sum(v) FROM history GROUP BY k",
+    )
+    .await;
+    assert_eq!(rows(&client, "SELECT * FROM by_key").await, batch);
+}

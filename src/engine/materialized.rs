@@ -188,6 +188,10 @@ impl Engine {
         let dataflow = self.dataflow.clone();
         let catalog = self.catalog.clone();
         let view_streams = self.view_streams.clone();
+        let gate = gate.map(|gate| {
+            let statement = gate.statement();
+            (gate, statement)
+        });
         // Completes even if the statement goes away: the view is then fully
         // there (its commit had started) or not at all.
         tokio::task::spawn_blocking(move || {
@@ -324,13 +328,14 @@ struct NewViewInput {
 }
 
 /// Runs the view's backfill and commits the view with a checkpoint, so a
-/// restart never has a view without state. With a `gate`, a cancel before
-/// the commit starts leaves nothing behind.
+/// restart never has a view without state. With a `gate` (and the number
+/// of the statement creating the view), a cancel stops the backfill at its
+/// next chunk and, before the commit starts, leaves nothing behind.
 fn backfill_and_commit(
     dataflow: &SharedDataflow,
     catalog: &Relations,
     view: NewView,
-    gate: Option<Arc<CommitGate>>,
+    gate: Option<(Arc<CommitGate>, u64)>,
 ) -> Result<()> {
     let mut guard = dataflow.lock();
     let flow = &mut *guard;
@@ -359,6 +364,9 @@ fn backfill_and_commit(
         let mut writes = WriteBatch::new();
         for (input, history) in histories {
             for chunk in history {
+                if let Some((gate, statement)) = &gate {
+                    gate.check(*statement)?;
+                }
                 writes.extend(flow.push_to(Some(&view.name), &input, chunk?)?);
                 flow.spill_if_large(&mut writes)?;
             }
@@ -369,7 +377,7 @@ fn backfill_and_commit(
     .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));
     // The cancel point: past it the view commits (or the store fails).
     let started = backfilled.and_then(|writes| match &gate {
-        Some(gate) => gate.begin_commit().map(|()| writes),
+        Some((gate, statement)) => gate.begin_commit_of(*statement).map(|()| writes),
         None => Ok(writes),
     });
     let mut writes = match started {
@@ -386,7 +394,7 @@ fn backfill_and_commit(
     writes.delete_prefix(view_prefix(view.definition.id));
     let outcome = Engine::checkpoint_into(dataflow, flow, &mut writes)
         .and_then(|()| catalog.commit_materialized_view(view.definition, view.results, writes));
-    if let Some(gate) = &gate {
+    if let Some((gate, _)) = &gate {
         gate.end_commit();
     }
     match &outcome {

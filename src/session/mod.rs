@@ -529,11 +529,10 @@ impl Session {
                 lines.into_iter().map(|line| vec![line]).collect(),
             );
         }
-        Ok(Outcome::Done(
-            self.engine
-                .create_materialized_view(&state, view, Some(self.gate.clone()))
-                .await?,
-        ))
+        let create = self
+            .engine
+            .create_materialized_view(&state, view, Some(self.gate.clone()));
+        Ok(Outcome::Done(self.within_statement_timeout(create).await?))
     }
 
     fn execute_utility(&self, utility: &Utility) -> Result<Outcome> {

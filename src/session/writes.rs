@@ -92,6 +92,30 @@ impl Session {
         outcome
     }
 
+    /// Runs `work` that stops itself once the session's gate is cancelled
+    /// (a view's backfill), cancelling it at `statement_timeout` and waiting
+    /// for it to stop: it either committed whole or left nothing.
+    pub(super) async fn within_statement_timeout<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(limit) = self.settings().statement_timeout()? else {
+            return work.await;
+        };
+        tokio::pin!(work);
+        tokio::select! {
+            outcome = &mut work => return outcome,
+            () = tokio::time::sleep(limit) => {}
+        }
+        let cancelled = self.gate.cancel();
+        match work.await {
+            Err(error) if cancelled && error.code == crate::error::sqlstate::QUERY_CANCELED => {
+                Err(timed_out())
+            }
+            outcome => outcome,
+        }
+    }
+
     /// Runs a write, cancelling it at `limit` unless it is already
     /// committing (it then finishes and counts as done).
     async fn within_timeout<T, E: Into<WeirError>>(
@@ -107,12 +131,16 @@ impl Session {
         if !self.gate.cancel() {
             return write.await.map_err(Into::into);
         }
-        Err(WeirError::new(
-            crate::error::sqlstate::QUERY_CANCELED,
-            "canceling statement due to statement timeout",
-        )
-        .with_hint(
-            "Nothing of the statement was applied. SET statement_timeout = 0 turns the limit off.",
-        ))
+        Err(timed_out())
     }
+}
+
+fn timed_out() -> WeirError {
+    WeirError::new(
+        crate::error::sqlstate::QUERY_CANCELED,
+        "canceling statement due to statement timeout",
+    )
+    .with_hint(
+        "Nothing of the statement was applied. SET statement_timeout = 0 turns the limit off.",
+    )
 }

@@ -20,51 +20,92 @@ enum Phase {
 /// cancelled, never applied and reported cancelled.
 #[derive(Debug, Default)]
 pub struct CommitGate {
-    phase: Mutex<Phase>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    phase: Phase,
+    /// Counts the session's statements: work that outlives its statement
+    /// (a view's backfill runs on its own thread) must not commit once a
+    /// later statement has started, whatever the phase says by then.
+    statement: u64,
 }
 
 impl CommitGate {
     /// A new statement begins: cancels of earlier ones no longer apply.
     pub fn start_statement(&self) {
-        *self.lock() = Phase::Running;
+        let mut state = self.lock();
+        state.phase = Phase::Running;
+        state.statement += 1;
+    }
+
+    /// The running statement's number, for `check` and `begin_commit_of`.
+    pub fn statement(&self) -> u64 {
+        self.lock().statement
+    }
+
+    /// Fails with 57014 once statement `statement` is cancelled (or over:
+    /// a later one started); long work calls it as it goes, so a cancel
+    /// stops the work and not just the reply.
+    pub fn check(&self, statement: u64) -> Result<()> {
+        let state = self.lock();
+        if state.phase == Phase::Cancelled || state.statement != statement {
+            return Err(cancelled());
+        }
+        Ok(())
+    }
+
+    /// `begin_commit` for statement `statement`, which may be over.
+    pub fn begin_commit_of(&self, statement: u64) -> Result<()> {
+        let mut state = self.lock();
+        if state.phase == Phase::Cancelled || state.statement != statement {
+            return Err(cancelled());
+        }
+        state.phase = Phase::Committing;
+        Ok(())
     }
 
     /// Asks to cancel the running statement; false when its write is
     /// already committing (the cancel is then ignored).
     pub fn cancel(&self) -> bool {
-        let mut phase = self.lock();
-        if *phase == Phase::Committing {
+        let mut state = self.lock();
+        if state.phase == Phase::Committing {
             return false;
         }
-        *phase = Phase::Cancelled;
+        state.phase = Phase::Cancelled;
         true
     }
 
     /// A write's point of no return; fails with 57014 once cancelled.
     pub fn begin_commit(&self) -> Result<()> {
-        let mut phase = self.lock();
-        if *phase == Phase::Cancelled {
-            return Err(WeirError::new(
-                sqlstate::QUERY_CANCELED,
-                "canceling statement due to user request",
-            )
-            .with_hint("Nothing of the statement was applied."));
+        let mut state = self.lock();
+        if state.phase == Phase::Cancelled {
+            return Err(cancelled());
         }
-        *phase = Phase::Committing;
+        state.phase = Phase::Committing;
         Ok(())
     }
 
     /// The write committed (or failed): cancels apply to what follows.
     pub fn end_commit(&self) {
-        let mut phase = self.lock();
-        if *phase == Phase::Committing {
-            *phase = Phase::Running;
+        let mut state = self.lock();
+        if state.phase == Phase::Committing {
+            state.phase = Phase::Running;
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Phase> {
-        self.phase.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+fn cancelled() -> WeirError {
+    WeirError::new(
+        sqlstate::QUERY_CANCELED,
+        "canceling statement due to user request",
+    )
+    .with_hint("Nothing of the statement was applied.")
 }
 
 #[cfg(test)]
@@ -81,5 +122,20 @@ mod tests {
         assert!(!gate.cancel(), "a committing write is not cancelled");
         gate.end_commit();
         assert!(gate.cancel(), "the next statement can be cancelled");
+    }
+
+    #[test]
+    fn work_that_outlives_its_statement_never_commits() {
+        let gate = CommitGate::default();
+        gate.start_statement();
+        let first = gate.statement();
+        gate.check(first).unwrap();
+        assert!(gate.cancel());
+        assert!(gate.check(first).is_err());
+        // The client moved on before the work noticed its cancel.
+        gate.start_statement();
+        assert!(gate.check(first).is_err());
+        assert!(gate.begin_commit_of(first).is_err());
+        gate.begin_commit_of(gate.statement()).unwrap();
     }
 }
