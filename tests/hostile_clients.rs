@@ -199,3 +199,86 @@ fn panic_summary(log: &str) -> Vec<(usize, String)> {
         .map(|(what, count)| (count, what))
         .collect()
 }
+
+/// What the server sends until its ReadyForQuery: each ErrorResponse's
+/// SQLSTATE, and whether a BindComplete came.
+fn read_until_ready(socket: &mut TcpStream) -> (Vec<String>, bool) {
+    let (mut codes, mut bound) = (Vec::new(), false);
+    loop {
+        let mut header = [0u8; 5];
+        socket.read_exact(&mut header).unwrap();
+        let length = u32::from_be_bytes(header[1..5].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; length - 4];
+        socket.read_exact(&mut body).unwrap();
+        match header[0] {
+            b'E' => {
+                let fields = body.split(|byte| *byte == 0);
+                let code = fields
+                    .filter_map(|field| field.strip_prefix(b"C"))
+                    .next()
+                    .unwrap_or_default();
+                codes.push(String::from_utf8_lossy(code).to_string());
+            }
+            b'2' => bound = true,
+            b'Z' => return (codes, bound),
+            _ => {}
+        }
+    }
+}
+
+/// Bind messages Postgres refuses are refused here too, with its codes,
+/// and the connection goes on: format codes neither per parameter nor one
+/// for all (08P01), and format codes other than text (0) and binary (1)
+/// (22023).
+#[test]
+fn bind_format_codes_are_checked() {
+    let server = TestServer::start();
+    let mut socket = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    socket.write_all(&startup_packet()).unwrap();
+    assert!(read_until_ready(&mut socket).0.is_empty());
+    // Parse a statement of two parameters, their types left to the server.
+    let mut parse = frame(b'P', b"s\0SELECT $1::int + $2::int\0\0\0");
+    parse.extend(frame(b'S', b""));
+    socket.write_all(&parse).unwrap();
+    assert!(read_until_ready(&mut socket).0.is_empty());
+    // Bind "s" with the given parameter format codes, two text values "1"
+    // and "2", and the given result format codes.
+    let bind = |parameter_formats: &[i16], result_formats: &[i16]| {
+        let mut body = b"\0s\0".to_vec();
+        body.extend_from_slice(&(parameter_formats.len() as i16).to_be_bytes());
+        for code in parameter_formats {
+            body.extend_from_slice(&code.to_be_bytes());
+        }
+        body.extend_from_slice(&2i16.to_be_bytes());
+        for value in [b"1", b"2"] {
+            body.extend_from_slice(&1i32.to_be_bytes());
+            body.extend_from_slice(value);
+        }
+        body.extend_from_slice(&(result_formats.len() as i16).to_be_bytes());
+        for code in result_formats {
+            body.extend_from_slice(&code.to_be_bytes());
+        }
+        let mut messages = frame(b'B', &body);
+        messages.extend(frame(b'S', b""));
+        messages
+    };
+    let cases: [(&[i16], &[i16], Option<&str>); 6] = [
+        (&[], &[], None),
+        (&[0], &[0], None),
+        (&[0, 0], &[], None),
+        (&[0, 0, 0], &[], Some("08P01")),
+        (&[7], &[], Some("22023")),
+        (&[0], &[-1], Some("22023")),
+    ];
+    for (parameter_formats, result_formats, expected) in cases {
+        socket
+            .write_all(&bind(parameter_formats, result_formats))
+            .unwrap();
+        let (codes, bound) = read_until_ready(&mut socket);
+        let context = format!("formats {parameter_formats:?} / {result_formats:?}");
+        match expected {
+            None => assert!(bound && codes.is_empty(), "{context}: {codes:?}"),
+            Some(code) => assert_eq!(codes, vec![code.to_string()], "{context}"),
+        }
+    }
+}

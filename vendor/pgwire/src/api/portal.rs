@@ -9,7 +9,7 @@ use tokio::sync::Mutex;
 
 use crate::api::Type;
 use crate::api::results::QueryResponse;
-use crate::error::{PgWireError, PgWireResult};
+use crate::error::{ErrorInfo, PgWireError, PgWireResult};
 use crate::messages::data::FORMAT_CODE_BINARY;
 use crate::messages::extendedquery::Bind;
 use crate::types::FromSqlText;
@@ -99,6 +99,32 @@ impl Format {
     }
 }
 
+fn check_format_codes(bind: &Bind) -> PgWireResult<()> {
+    let error = |code: &str, message: String| {
+        Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+            "ERROR".to_owned(),
+            code.to_owned(),
+            message,
+        ))))
+    };
+    let formats = bind.parameter_format_codes.len();
+    let parameters = bind.parameters.len();
+    if formats > 1 && formats != parameters {
+        return error(
+            "08P01",
+            format!("bind message has {formats} parameter formats but {parameters} parameters"),
+        );
+    }
+    let codes = bind
+        .parameter_format_codes
+        .iter()
+        .chain(&bind.result_column_format_codes);
+    if let Some(code) = codes.into_iter().find(|code| !matches!(code, 0 | 1)) {
+        return error("22023", format!("unsupported format code: {code}"));
+    }
+    Ok(())
+}
+
 impl<S: Clone> Portal<S> {
     /// Try to create portal from bind command and current client state
     pub fn try_new(bind: &Bind, statement: Arc<StoredStatement<S>>) -> PgWireResult<Self> {
@@ -106,6 +132,11 @@ impl<S: Clone> Portal<S> {
             .portal_name
             .clone()
             .unwrap_or_else(|| DEFAULT_NAME.to_owned());
+
+        // weir: refuse what Postgres refuses instead of reading past the
+        // codes given (a code per parameter, or one for all) or taking an
+        // unknown code for binary.
+        check_format_codes(bind)?;
 
         // param format
         let param_format = Format::from_codes(&bind.parameter_format_codes);
