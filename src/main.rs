@@ -63,6 +63,11 @@ struct ServeOptions {
     /// with 53300 after its startup message, as Postgres does (0: no limit).
     #[arg(long, env = "WEIR_MAX_CONNECTIONS", default_value_t = 100)]
     max_connections: u64,
+    /// The largest Query, Parse or Bind message a client may send (at most
+    /// 1GB, Postgres's limit); a larger one ends its connection with 08P01.
+    /// Bulk data belongs in COPY, whose messages are not limited by it.
+    #[arg(long, env = "WEIR_MAX_MESSAGE_SIZE", default_value = "64MB", value_parser = parse_memory_limit)]
+    max_message_size: u64,
     /// Address to serve Prometheus metrics on (`GET /metrics`), e.g.
     /// 127.0.0.1:9187. Default: not served. They carry no secrets but have
     /// no authentication either: keep them on loopback or a private network.
@@ -277,6 +282,7 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
     engine.set_memory_limit_bytes(options.memory_limit);
     engine.connections().set_limit(options.max_connections);
+    weir::server::limit_statement_messages(options.max_message_size);
     // Started even at 0, so ALTER SYSTEM can turn checkpoints on.
     engine.start_checkpoints(std::time::Duration::from_millis(
         options.checkpoint_interval_ms,

@@ -282,3 +282,58 @@ fn bind_format_codes_are_checked() {
         }
     }
 }
+
+/// A statement message past `--max-message-size` ends its connection with
+/// 08P01 before its body is read; others go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_messages_past_the_limit_are_refused() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(&temp.path().join("data"), &["--max-message-size", "1MB"]);
+    let client = server.connect().await;
+    let small = format!("SELECT length('{}')", "x".repeat(500_000));
+    client.simple_query(&small).await.unwrap();
+    let large = format!("SELECT length('{}')", "x".repeat(2_000_000));
+    // The server answers FATAL 08P01 and closes; a client still writing
+    // its message may only see the close.
+    let error = client.simple_query(&large).await.unwrap_err();
+    let code = error.as_db_error().map(|db| db.code().code().to_string());
+    assert!(
+        code.as_deref() == Some("08P01") || error.is_closed(),
+        "{error:?}"
+    );
+    // A header claiming 512 MB, with no body: refused at once.
+    let mut socket = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    socket.write_all(&startup_packet()).unwrap();
+    assert!(read_until_ready(&mut socket).0.is_empty());
+    socket.write_all(&[b'Q', 0x20, 0, 0, 0]).unwrap();
+    let (codes, _) = read_until_ready_or_closed(&mut socket);
+    assert_eq!(codes, vec!["08P01".to_string()]);
+    let other = server.connect().await;
+    other.simple_query(&small).await.unwrap();
+}
+
+/// `read_until_ready`, for a connection the server may close instead.
+fn read_until_ready_or_closed(socket: &mut TcpStream) -> (Vec<String>, bool) {
+    let mut codes = Vec::new();
+    loop {
+        let mut header = [0u8; 5];
+        if socket.read_exact(&mut header).is_err() {
+            return (codes, false);
+        }
+        let length = u32::from_be_bytes(header[1..5].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; length - 4];
+        if socket.read_exact(&mut body).is_err() {
+            return (codes, false);
+        }
+        if header[0] == b'E' {
+            let code = body
+                .split(|byte| *byte == 0)
+                .find_map(|field| field.strip_prefix(b"C"))
+                .unwrap_or_default();
+            codes.push(String::from_utf8_lossy(code).to_string());
+        }
+        if header[0] == b'Z' {
+            return (codes, true);
+        }
+    }
+}

@@ -72,6 +72,13 @@ async fn off_the_workers_cancellable<T>(
 }
 
 /// Binds `listen`; the returned listener is handed to `serve`.
+/// The largest Query, Parse or Bind message clients may send, in bytes
+/// (the vendored pgwire's limit; see vendor/README.md).
+pub fn limit_statement_messages(bytes: u64) {
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    pgwire::messages::set_max_statement_message_bytes(bytes);
+}
+
 pub async fn bind(listen: &str) -> Result<TcpListener> {
     TcpListener::bind(listen).await.map_err(|error| {
         WeirError::io(format!("cannot listen on {listen}: {error}")).with_hint(

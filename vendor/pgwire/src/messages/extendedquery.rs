@@ -23,7 +23,7 @@ impl Message for Parse {
 
     #[inline]
     fn max_message_length() -> usize {
-        super::LARGE_PACKET_SIZE_LIMIT
+        super::max_statement_message_bytes()
     }
 
     fn message_length(&self) -> usize {
@@ -214,7 +214,7 @@ impl Message for Bind {
 
     #[inline]
     fn max_message_length() -> usize {
-        super::LARGE_PACKET_SIZE_LIMIT
+        super::max_statement_message_bytes()
     }
 
     fn message_length(&self) -> usize {

@@ -64,6 +64,24 @@ impl From<ProtocolVersion> for i32 {
 // 1 gigabyte - 1
 pub(crate) const LARGE_PACKET_SIZE_LIMIT: usize = 0x3fffffff - 1;
 pub(crate) const SMALL_PACKET_SIZE_LIMIT: usize = 10000;
+
+/// weir: the largest Query, Parse or Bind a logged-in client may send
+/// (Postgres allows 1 GB, which a few connections could use to exhaust the
+/// server's memory); the server sets it at start.
+static MAX_STATEMENT_MESSAGE_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(LARGE_PACKET_SIZE_LIMIT);
+
+/// weir: sets the limit on Query, Parse and Bind messages (at most 1 GB).
+pub fn set_max_statement_message_bytes(bytes: usize) {
+    MAX_STATEMENT_MESSAGE_BYTES.store(
+        bytes.min(LARGE_PACKET_SIZE_LIMIT),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+pub(crate) fn max_statement_message_bytes() -> usize {
+    MAX_STATEMENT_MESSAGE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
 // libpq has a limit on backend message length, except those
 // VALID_LONG_MESSAGE_TYPE
 pub(crate) const SMALL_BACKEND_PACKET_SIZE_LIMIT: usize = 30000;

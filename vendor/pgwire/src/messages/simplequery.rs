@@ -25,7 +25,7 @@ impl Message for Query {
 
     #[inline]
     fn max_message_length() -> usize {
-        super::LARGE_PACKET_SIZE_LIMIT
+        super::max_statement_message_bytes()
     }
 
     fn encode_body(&self, buf: &mut BytesMut) -> PgWireResult<()> {

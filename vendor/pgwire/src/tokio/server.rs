@@ -590,6 +590,19 @@ macro_rules! process_socket_messages {
                 socket.next().await
             };
 
+            // weir: a message that cannot be decoded (too long, malformed)
+            // ends the connection with its reason, as Postgres sends FATAL
+            // 08P01 first, instead of in silence.
+            let msg = match msg {
+                Some(Err(error)) => {
+                    let info: ErrorInfo = error.into();
+                    let _ = socket
+                        .send(PgWireBackendMessage::ErrorResponse(info.into()))
+                        .await;
+                    None
+                }
+                other => other,
+            };
             if let Some(Ok(msg)) = msg {
                 // A Terminate ('X') means the client is disconnecting: the backend
                 // must close the connection. Some clients (asyncpg) send Terminate
