@@ -61,6 +61,28 @@ fn ranges_and_the_last_entry_before_a_key() {
     assert_eq!(last(b"r/0"), None);
 }
 
+/// `SledStore::open`, retried while a handle just dropped holds the lock.
+fn retry_while_locked(directory: &std::path::Path) -> crate::error::Result<SledStore> {
+    let started = std::time::Instant::now();
+    loop {
+        match SledStore::open(directory) {
+            Err(error)
+                if error.message.contains(LOCKED_MESSAGE)
+                    && started.elapsed() < std::time::Duration::from_secs(10) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            opened => return opened,
+        }
+    }
+}
+
+/// Opens the store in `directory`, waiting while a handle just dropped
+/// still holds sled's lock (its flusher thread lets go a moment later).
+fn reopen(directory: &std::path::Path) -> SledStore {
+    retry_while_locked(directory).unwrap()
+}
+
 #[test]
 fn values_survive_reopen() {
     let directory = tempfile::tempdir().unwrap();
@@ -70,7 +92,7 @@ fn values_survive_reopen() {
         batch.put(b"k".to_vec(), b"v".to_vec());
         store.commit(batch).unwrap();
     }
-    let store = SledStore::open(directory.path()).unwrap();
+    let store = reopen(directory.path());
     assert_eq!(store.get(b"k").unwrap().unwrap(), b"v");
 }
 
@@ -78,7 +100,7 @@ fn values_survive_reopen() {
 fn every_kind_of_write_keeps_the_tally_true_across_reopen() {
     let directory = tempfile::tempdir().unwrap();
     for round in 0..3u8 {
-        let store = SledStore::open(directory.path()).unwrap();
+        let store = reopen(directory.path());
         let mut batch = WriteBatch::new();
         batch.put(vec![b'a', round], vec![round; 10]);
         batch.put(b"a/same".to_vec(), vec![round; 3]);
@@ -92,7 +114,7 @@ fn every_kind_of_write_keeps_the_tally_true_across_reopen() {
         batch.delete_prefix(vec![b'l', round.wrapping_sub(1)]);
         store.stage(batch).unwrap();
     }
-    let store = SledStore::open(directory.path()).unwrap();
+    let store = reopen(directory.path());
     assert_eq!(store.get(b"a/same").unwrap().unwrap(), vec![2; 3]);
 }
 
@@ -108,7 +130,7 @@ fn a_store_missing_what_its_tally_counts_is_refused() {
         store.database.remove(b"k").unwrap();
         store.database.flush().unwrap();
     }
-    let Err(error) = SledStore::open(directory.path()) else {
+    let Err(error) = retry_while_locked(directory.path()) else {
         panic!("a store that lost an entry opened");
     };
     assert_eq!(error.code, crate::error::sqlstate::DATA_CORRUPTED);
@@ -119,10 +141,10 @@ fn a_store_missing_what_its_tally_counts_is_refused() {
         b"",
     )
     .unwrap();
-    let store = SledStore::open(directory.path()).unwrap();
+    let store = reopen(directory.path());
     assert!(store.get(b"k").unwrap().is_none());
     drop(store);
-    SledStore::open(directory.path()).unwrap();
+    reopen(directory.path());
 }
 
 #[test]
