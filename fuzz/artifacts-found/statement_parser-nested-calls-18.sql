@@ -1,0 +1,1 @@
+SELECT f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(1))))))))))))))))))

@@ -1,0 +1,1 @@
+SELECT (((T( SE(LE(C (((T( ((SELEC(((T( SE(T( SE(LE(C (((T( ((SELEC(((T( SE(LE(C (((T( ((SELECT  * FROMECT (((T( ((SELE(CT( (( ((SELECT  * FROM T  * FROM (SE T  * FROM (SE() x) yT  * FROMECT (((T( ((SELE(CT( (( ((SELEOM (SE() x) y

@@ -1,0 +1,1 @@
+ALTER SYSTEM SET checkpoint_interval = '5s'; ALTER SYSTEM RESET checkpoint_interval; ALTER TABLE t SET (retention = '1 day'); ALTER TABLE t RESET (retention); FLUSH

@@ -1,0 +1,1 @@
+SELECT c.oid, n.nspname, c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relname OPERATOR(pg_catalog.~) '^(t)$' AND pg_catalog.pg_table_is_visible(c.oid) AND 't'::regclass IS NOT NULL ORDER BY 2, 3; SELECT version(), current_schema(), current_database()

@@ -1,0 +1,1 @@
+COPY (SUBSCRIBE region_totals) TO STDOUT; COPY t (a, b) FROM STDIN WITH (FORMAT csv, HEADER, DELIMITER ';', NULL '', QUOTE '"', ESCAPE '\'); COPY (SELECT id, upper(body) AS body FROM copied WHERE id > 1) TO STDOUT WITH (FORMAT csv)

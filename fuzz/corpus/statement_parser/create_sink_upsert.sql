@@ -1,0 +1,1 @@
+CREATE SINK IF NOT EXISTS s FROM region_totals WITH (connector = 'kafka', properties.bootstrap.server = 'localhost:9092', topic = 't') FORMAT UPSERT ENCODE JSON (primary_key = 'region', force_append_only = 'true'); SHOW CREATE SINK s; DROP SINK IF EXISTS s

@@ -1,0 +1,1 @@
+CREATE SOURCE clicks (id BIGINT, page TEXT, at TIMESTAMP) WITH (connector = 'file', path = '/data/clicks', match_pattern = '*.csv', csv.header = 'true') FORMAT PLAIN ENCODE CSV; DROP SOURCE IF EXISTS clicks, other

@@ -1,0 +1,1 @@
+CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT, date_time TIMESTAMP, WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND) WITH (connector = 'nexmark', nexmark.table.type = 'Bid', nexmark.event.num = 100000, nexmark.min.event.gap.in.ns = 0) FORMAT PLAIN ENCODE JSON

@@ -1,0 +1,1 @@
+CREATE TABLE IF NOT EXISTS clicks (page TEXT NOT NULL DEFAULT 'home', arrived TIMESTAMPTZ AS proctime())

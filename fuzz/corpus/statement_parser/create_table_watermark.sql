@@ -1,0 +1,1 @@
+CREATE TABLE sensor (v DOUBLE, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) APPEND ONLY WITH (watermark_idle_timeout = '10s', retention = '1 day')

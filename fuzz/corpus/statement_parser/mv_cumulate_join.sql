@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW j AS SELECT a.window_end, a.k, b.v FROM CUMULATE(a_t, ts, INTERVAL '10' MINUTE, INTERVAL '30' MINUTE) a JOIN HOP(b_t, ts, INTERVAL '1' SECOND, INTERVAL '2' SECOND) b ON a.window_end = b.window_end AND a.k = b.k WHERE a.v > 1 HAVING sum(b.v) FILTER (WHERE b.v < 0) > 0

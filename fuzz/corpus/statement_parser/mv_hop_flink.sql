@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW IF NOT EXISTS hop_counts WITH (late_data = 'update', allowed_lateness = '1 hour') AS SELECT window_start, count(*) FROM TABLE(HOP(TABLE mv_views, DESCRIPTOR(viewed_at), INTERVAL '2' MINUTE, INTERVAL '5' MINUTE)) GROUP BY window_start, window_end

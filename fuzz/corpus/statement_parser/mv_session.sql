@@ -1,0 +1,1 @@
+EXPLAIN CREATE MATERIALIZED VIEW sessions AS SELECT user_id, window_start, window_end, string_agg(page, ',' ORDER BY ts) FROM TABLE(SESSION(TABLE clicks PARTITION BY user_id, DESCRIPTOR(ts), INTERVAL '10' MINUTE)) GROUP BY user_id, window_start, window_end

@@ -1,0 +1,1 @@
+SELECT ((((((((((1)))))))))) + (SELECT (SELECT (SELECT 1))) FROM (SELECT * FROM (SELECT * FROM t) x) y

@@ -1,0 +1,1 @@
+CREATE USER analyst WITH PASSWORD 'change-me'; CREATE ROLE auditors; ALTER USER analyst PASSWORD 'md5a3556571e93b0d20722ba62be61e8c2d'; ALTER ROLE auditors PASSWORD NULL; DROP USER IF EXISTS analyst, auditors

@@ -1,0 +1,1 @@
+SELECT $1::int + 2, 'a' || $2, CASE WHEN x IS NULL THEN ARRAY[1,2][1] ELSE -1 END, EXISTS (SELECT 1), x IN (1, 2, 3), s LIKE 'a%' ESCAPE '!', INTERVAL '1 day 2 hours', now() - ts AT TIME ZONE 'UTC', to_char(ts, 'YYYY-MM-DD'), json_build_object('a', 1)->>'a' FROM t WHERE a BETWEEN 1 AND 10 ORDER BY 1 DESC NULLS LAST LIMIT 10 OFFSET 2

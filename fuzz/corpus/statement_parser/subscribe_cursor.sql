@@ -1,0 +1,1 @@
+DECLARE feed CURSOR FOR SUBSCRIBE TO region_totals WITH (SNAPSHOT = false); FETCH 100 feed WITH (timeout = '1s'); FETCH ALL feed; CLOSE feed

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW last_hour AS SELECT * FROM events WHERE ts > now() - INTERVAL '1 hour'
