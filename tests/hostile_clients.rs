@@ -19,10 +19,14 @@ const SOCKETS: u64 = 64;
 const PER_CONNECTION: u64 = 25;
 
 fn startup_packet() -> Vec<u8> {
+    startup_packet_for(b"weir")
+}
+
+fn startup_packet_for(user: &[u8]) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&196608u32.to_be_bytes());
-    for part in ["user", "weir", "database", "weir", ""] {
-        body.extend_from_slice(part.as_bytes());
+    for part in [&b"user"[..], user, b"database", b"weir", b""] {
+        body.extend_from_slice(part);
         body.push(0);
     }
     let mut packet = ((body.len() + 4) as u32).to_be_bytes().to_vec();
@@ -336,4 +340,49 @@ fn read_until_ready_or_closed(socket: &mut TcpStream) -> (Vec<String>, bool) {
             return (codes, true);
         }
     }
+}
+
+/// Strings that are not UTF-8 — a user name, a query, a statement name —
+/// are refused with 22021, as Postgres refuses them, where pgwire used to
+/// decode them lossily (a query's literal stored U+FFFD for the client's
+/// bytes). Other clients go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strings_that_are_not_utf8_are_refused() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .simple_query("CREATE TABLE utf8_checked (t TEXT)")
+        .await
+        .unwrap();
+    let mut socket = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    socket.write_all(&startup_packet_for(b"we\xffir")).unwrap();
+    assert_eq!(read_until_ready_or_closed(&mut socket).0, vec!["22021"]);
+    let invalid_messages = [
+        frame(b'Q', b"INSERT INTO utf8_checked VALUES ('\xff\xfe')\0"),
+        frame(b'P', b"\0INSERT INTO utf8_checked VALUES ('\xc3')\0\0\0"),
+        frame(b'P', b"s\xff\0SELECT 1\0\0\0"),
+    ];
+    for message in invalid_messages {
+        let mut socket = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        socket.write_all(&startup_packet()).unwrap();
+        assert!(read_until_ready(&mut socket).0.is_empty());
+        socket.write_all(&message).unwrap();
+        socket.write_all(&frame(b'S', b"")).unwrap();
+        let (codes, ready) = read_until_ready_or_closed(&mut socket);
+        assert_eq!(codes, vec!["22021"]);
+        assert!(!ready);
+    }
+    let rows = client
+        .query("SELECT count(*) FROM utf8_checked", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, i64>(0), 0);
+    client
+        .simple_query("INSERT INTO utf8_checked VALUES ('weir ✓')")
+        .await
+        .unwrap();
+    client
+        .simple_query("DROP TABLE utf8_checked")
+        .await
+        .unwrap();
 }

@@ -29,6 +29,9 @@ pub enum PgWireError {
     InvalidGssEncRequestMessage,
     #[error("Invalid startup message")]
     InvalidStartupMessage,
+    // weir's change: see `codec::take_cstring_utf8`.
+    #[error("invalid byte sequence for encoding \"UTF8\"")]
+    InvalidUtf8String,
     #[error("Invalid authentication message code: {0}")]
     InvalidAuthenticationMessageCode(i32),
     #[error("Invalid password message type, failed to coerce")]
@@ -343,6 +346,9 @@ impl From<PgWireError> for ErrorInfo {
             }
             PgWireError::InvalidStartupMessage => {
                 ErrorInfo::new("FATAL".to_owned(), "08P01".to_owned(), error.to_string())
+            }
+            PgWireError::InvalidUtf8String => {
+                ErrorInfo::new("FATAL".to_owned(), "22021".to_owned(), error.to_string())
             }
             PgWireError::InvalidAuthenticationMessageCode(_) => {
                 ErrorInfo::new("FATAL".to_owned(), "08P01".to_owned(), error.to_string())

@@ -33,6 +33,26 @@ pub(crate) fn get_cstring(buf: &mut BytesMut) -> Option<String> {
     }
 }
 
+// weir's change: frontend strings that are not UTF-8 are refused
+// (22021, as Postgres refuses them) instead of decoded lossily, which
+// stored U+FFFD for the client's bytes, and let two different invalid
+// passwords or user names read as the same one.
+
+/// Like `get_cstring`, but fails when the string is not valid UTF-8.
+pub(crate) fn take_cstring_utf8(buf: &mut BytesMut) -> PgWireResult<Option<String>> {
+    let Some(end) = buf.iter().position(|byte| *byte == b'\0') else {
+        return Ok(None);
+    };
+    let string_buf = buf.split_to(end + 1);
+    if end == 0 {
+        return Ok(None);
+    }
+    match str::from_utf8(&string_buf[..end]) {
+        Ok(text) => Ok(Some(text.to_owned())),
+        Err(_) => Err(PgWireError::InvalidUtf8String),
+    }
+}
+
 /// Put null-termianted string
 ///
 /// You can put empty string by giving `""` as input.

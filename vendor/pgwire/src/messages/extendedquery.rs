@@ -49,8 +49,8 @@ impl Message for Parse {
         _: usize,
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
-        let name = codec::get_cstring(buf);
-        let query = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
+        let name = codec::take_cstring_utf8(buf)?;
+        let query = codec::take_cstring_utf8(buf)?.unwrap_or_default();
         let type_oid_count = codec::take_u16(buf)?;
         codec::ensure_count(type_oid_count as usize, 4, buf)?;
 
@@ -144,7 +144,7 @@ impl Message for Close {
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
         let target_type = codec::take_u8(buf)?;
-        let name = codec::get_cstring(buf);
+        let name = codec::take_cstring_utf8(buf)?;
 
         Ok(Close { target_type, name })
     }
@@ -259,8 +259,8 @@ impl Message for Bind {
         _: usize,
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
-        let portal_name = codec::get_cstring(buf);
-        let statement_name = codec::get_cstring(buf);
+        let portal_name = codec::take_cstring_utf8(buf)?;
+        let statement_name = codec::take_cstring_utf8(buf)?;
 
         let parameter_format_code_len = codec::take_u16(buf)?;
         codec::ensure_count(parameter_format_code_len as usize, 2, buf)?;
@@ -376,7 +376,7 @@ impl Message for Describe {
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
         let target_type = codec::take_u8(buf)?;
-        let name = codec::get_cstring(buf);
+        let name = codec::take_cstring_utf8(buf)?;
 
         Ok(Describe { target_type, name })
     }
@@ -414,7 +414,7 @@ impl Message for Execute {
         _: usize,
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
-        let name = codec::get_cstring(buf);
+        let name = codec::take_cstring_utf8(buf)?;
         let max_rows = codec::take_i32(buf)?;
 
         Ok(Execute { name, max_rows })

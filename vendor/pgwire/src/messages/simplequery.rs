@@ -35,7 +35,7 @@ impl Message for Query {
     }
 
     fn decode_body(buf: &mut BytesMut, _: usize, _ctx: &DecodeContext) -> PgWireResult<Self> {
-        let query = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
+        let query = codec::take_cstring_utf8(buf)?.unwrap_or_default();
 
         Ok(Query::new(query))
     }

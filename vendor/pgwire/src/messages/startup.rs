@@ -101,8 +101,8 @@ impl Message for Startup {
 
         // end by reading the last \0
         let mut parameters = BTreeMap::new();
-        while let Some(key) = codec::get_cstring(buf) {
-            let value = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
+        while let Some(key) = codec::take_cstring_utf8(buf)? {
+            let value = codec::take_cstring_utf8(buf)?.unwrap_or_default();
             parameters.insert(key, value);
         }
 
@@ -350,7 +350,7 @@ impl Message for Password {
     }
 
     fn decode_body(buf: &mut BytesMut, _: usize, _ctx: &DecodeContext) -> PgWireResult<Self> {
-        let pass = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
+        let pass = codec::take_cstring_utf8(buf)?.unwrap_or_default();
 
         Ok(Password::new(pass))
     }
@@ -729,7 +729,7 @@ impl Message for SASLInitialResponse {
         _full_len: usize,
         _ctx: &DecodeContext,
     ) -> PgWireResult<Self> {
-        let auth_method = codec::get_cstring(buf).unwrap_or_else(|| "".to_owned());
+        let auth_method = codec::take_cstring_utf8(buf)?.unwrap_or_default();
         let data_len = codec::take_i32(buf)?;
         let data = if data_len == -1 {
             None
