@@ -74,3 +74,29 @@ async fn select_1_stays_quick_while_two_connections_plan_huge_statements() {
         "a new connection took {slowest_connect:?}"
     );
 }
+
+/// Nested calls that sqlparser 0.62 parsed in exponential time (fuzzing
+/// found them; 30 levels took hours) are answered at once, on the user
+/// and the catalog parse paths alike; a malformed nest fails with 54001
+/// once its parse has taken more steps than its length allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_calls_are_answered_at_once() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    let calls = format!("{}1{}", "abs(".repeat(30), ")".repeat(30));
+    for sql in [
+        format!("SELECT {calls}"),
+        format!("SELECT {calls} FROM (SELECT version()) AS catalog_path"),
+    ] {
+        let started = Instant::now();
+        let rows = client.query(&sql, &[]).await.unwrap();
+        assert_eq!(rows[0].get::<_, i64>(0), 1);
+        assert!(started.elapsed() < Duration::from_secs(10), "{sql}");
+    }
+    let malformed = format!("SELECT {}x{}", "CAST(CASE (".repeat(30), ")".repeat(90));
+    let started = Instant::now();
+    let error = client.simple_query(&malformed).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(error.as_db_error().unwrap().code().code(), "54001");
+    client.simple_query("SELECT 1").await.unwrap();
+}

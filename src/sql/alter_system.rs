@@ -44,11 +44,11 @@ pub fn parse(tokens: &[TokenWithSpan]) -> Result<Option<(String, Option<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn parsed(sql: &str) -> Result<Option<(String, Option<String>)>> {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         parse(&tokens)

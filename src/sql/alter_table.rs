@@ -79,11 +79,11 @@ fn only_retention() -> WeirError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn parsed(sql: &str) -> Result<Option<AlterRetention>> {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         parse(&tokens)

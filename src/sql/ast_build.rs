@@ -2,11 +2,11 @@
 //! `array_subquery`, `catalog_lookups`, `special_registers`): function
 //! calls, template queries, and naming a select list's items.
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{
     self, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
     FunctionArgumentList, FunctionArguments, Ident, ObjectName, SelectItem,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 /// `name(arguments…)`, with an aggregate's ORDER BY when `ordering` has one.
@@ -36,7 +36,7 @@ pub fn call(name: &str, arguments: Vec<Expr>, ordering: Vec<ast::OrderByExpr>) -
 
 /// A query written here (a template the rewrite fills in).
 pub fn parse_query(sql: &str) -> ast::Query {
-    Parser::new(&PostgreSqlDialect {})
+    Parser::new(&WeirDialect::new())
         .try_with_sql(sql)
         .and_then(|mut parser| parser.parse_query())
         .map(|query| *query)
@@ -62,7 +62,7 @@ pub fn name_items(projection: &mut [SelectItem], name_of: impl Fn(&Expr) -> Opti
 /// `sql` after `rewrite`, as text (the rewrites' unit tests).
 #[cfg(test)]
 pub fn rewritten(sql: &str, rewrite: fn(&mut ast::Statement)) -> String {
-    let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+    let mut statement = Parser::parse_sql(&WeirDialect::new(), sql)
         .unwrap()
         .remove(0);
     rewrite(&mut statement);

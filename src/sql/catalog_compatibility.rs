@@ -16,9 +16,10 @@
 use std::ops::ControlFlow;
 use std::sync::{Arc, LazyLock};
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{self, Ident, ObjectName, ObjectNamePart, VisitMut};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 use datafusion_pg_catalog::sql::rules::{
     AliasDuplicatedProjectionRewrite, CurrentUserVariableToSessionUserFunctionCall,
     FixArrayLiteral, FixVersionColumnName, PrependUnqualifiedPgTableName,
@@ -60,11 +61,8 @@ pub fn parse(text: &str) -> Result<ast::Statement> {
 }
 
 fn rewritten(text: &str) -> Result<ast::Statement> {
-    let compatible = COMPATIBILITY
-        .parse(text)?
-        .pop()
-        .ok_or_else(|| WeirError::syntax("empty statement"))?;
-    let Ok(mut plain) = Parser::parse_sql(&PostgreSqlDialect {}, text) else {
+    let compatible = compatible(text)?;
+    let Ok(mut plain) = Parser::parse_sql(&WeirDialect::new(), text) else {
         return Ok(compatible);
     };
     let Some(plain) = plain.pop() else {
@@ -77,6 +75,25 @@ fn rewritten(text: &str) -> Result<ast::Statement> {
     Ok(RULES
         .iter()
         .fold(plain, |statement, rule| rule.rewrite(statement)))
+}
+
+/// What `PostgresCompatibilityParser::parse` answers, but parsed with
+/// `WeirDialect` (its own parse uses sqlparser's PostgreSQL dialect, which
+/// takes exponential time on nested calls: `dialect`).
+fn compatible(text: &str) -> Result<ast::Statement> {
+    let tokens: Vec<TokenWithSpan> = COMPATIBILITY
+        .maybe_replace_tokens(text)?
+        .into_iter()
+        .map(TokenWithSpan::wrap)
+        .collect();
+    let dialect = WeirDialect::for_tokens(tokens.len());
+    let statement = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(|error| super::dialect::explain_exhaustion(&dialect, error))?
+        .pop()
+        .ok_or_else(|| WeirError::syntax("empty statement"))?;
+    Ok(COMPATIBILITY.rewrite(statement))
 }
 
 /// `pg_user` → `pg_catalog.pg_user`.

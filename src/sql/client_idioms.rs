@@ -17,7 +17,7 @@
 //!   has neither (`attacl` is always NULL, `pg_policy` is empty), so both
 //!   arrays are empty and `array_to_string` of them is `''`.
 
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 /// (what the client sends, what weir runs instead)
@@ -94,7 +94,7 @@ fn replace(tokens: Vec<TokenWithSpan>, pattern: &[Token], replacement: &str) -> 
 }
 
 fn tokenize(sql: &str) -> Vec<TokenWithSpan> {
-    Tokenizer::new(&PostgreSqlDialect {}, sql)
+    Tokenizer::new(&WeirDialect::new(), sql)
         .tokenize_with_location()
         .unwrap_or_default()
 }

@@ -11,11 +11,11 @@
 
 use std::ops::ControlFlow;
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, Expr, GroupByExpr, Ident, SelectItem, SetExpr, TableFactor,
     TableWithJoins, UnaryOperator, Value, Visit, VisitMut, Visitor, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use super::ast_build::parse_query;
@@ -179,7 +179,7 @@ fn calls_functions(projection: &[SelectItem]) -> bool {
 }
 
 fn count_star() -> Expr {
-    Parser::new(&PostgreSqlDialect {})
+    Parser::new(&WeirDialect::new())
         .try_with_sql("count(*)")
         .and_then(|mut parser| parser.parse_expr())
         .unwrap_or_else(|_| Expr::value(Value::Null))

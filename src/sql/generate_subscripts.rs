@@ -12,10 +12,10 @@
 
 use std::ops::ControlFlow;
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{
     self, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 pub fn rewrite(statement: &mut ast::Statement) {
@@ -58,7 +58,7 @@ fn as_unnest(expr: &Expr) -> Option<Expr> {
         }
         _ => return None,
     };
-    Parser::new(&PostgreSqlDialect {})
+    Parser::new(&WeirDialect::new())
         .try_with_sql(&sql)
         .ok()?
         .parse_expr()
@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn subscripts_become_an_unnested_range() {
-        let expr = Parser::new(&PostgreSqlDialect {})
+        let expr = Parser::new(&WeirDialect::new())
             .try_with_sql("generate_subscripts(i.indkey, 1)")
             .unwrap()
             .parse_expr()
@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn expanded_arrays_pair_each_element_with_its_subscript() {
-        let expr = Parser::new(&PostgreSqlDialect {})
+        let expr = Parser::new(&WeirDialect::new())
             .try_with_sql("information_schema._pg_expandarray(i.indkey)")
             .unwrap()
             .parse_expr()

@@ -9,8 +9,8 @@
 
 use std::ops::ControlFlow;
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{self, Expr, VisitMut, VisitorMut};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 pub fn rewrite(statement: &mut ast::Statement) {
@@ -49,7 +49,7 @@ fn as_array_has(condition: &Expr) -> Option<Expr> {
     };
     // Built from a template and the two parts as trees: the subquery's
     // text may not parse back (`current_user()`).
-    let mut lookup = Parser::new(&PostgreSqlDialect {})
+    let mut lookup = Parser::new(&WeirDialect::new())
         .try_with_sql(
             "array_has((SELECT array_agg(in_list.v) FROM (SELECT 1) AS in_list(v)), in_list_value)",
         )

@@ -92,11 +92,11 @@ fn compact(text: &str) -> Option<i128> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
     fn nanos(sql: &str) -> Option<i128> {
-        let expr = Parser::new(&PostgreSqlDialect {})
+        let expr = Parser::new(&WeirDialect::new())
             .try_with_sql(sql)
             .unwrap()
             .parse_expr()

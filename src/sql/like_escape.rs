@@ -10,6 +10,7 @@ use std::ops::ControlFlow;
 
 use std::sync::Arc;
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
@@ -18,7 +19,6 @@ use datafusion::logical_expr::{create_udf, ColumnarValue, ScalarUDF, Volatility}
 use datafusion::sql::sqlparser::ast::{
     self, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 /// The function a non-literal pattern goes through.
@@ -78,7 +78,7 @@ impl VisitorMut for EscapeRewriter {
 fn pattern_call(pattern: Expr, escape: &str) -> Option<Expr> {
     let quoted = escape.replace('\'', "''");
     let sql = format!("{PATTERN_FUNCTION}(NULL, '{quoted}')");
-    let mut call = Parser::new(&PostgreSqlDialect {})
+    let mut call = Parser::new(&WeirDialect::new())
         .try_with_sql(&sql)
         .ok()?
         .parse_expr()

@@ -97,11 +97,11 @@ pub fn check_nesting(statement: &Statement) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
     fn statement(sql: &str) -> Statement {
-        Parser::new(&PostgreSqlDialect {})
+        Parser::new(&WeirDialect::new())
             .try_with_sql(sql)
             .unwrap()
             .parse_statement()

@@ -72,13 +72,13 @@ fn misplaced() -> WeirError {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     use super::*;
 
     fn stripped(sql: &str) -> (String, Vec<String>) {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         let (tokens, tables) = strip(tokens).unwrap();

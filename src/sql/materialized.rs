@@ -116,12 +116,12 @@ pub fn check(statement: &ast::Statement) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::dialect::WeirDialect;
     use crate::sql::parser::render;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn split_sql(sql: &str) -> Option<(bool, String, EmitMode)> {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         split(&tokens).map(|split| {

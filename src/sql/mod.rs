@@ -14,6 +14,7 @@ pub mod character_lengths;
 pub mod checked_arithmetic;
 mod client_idioms;
 pub mod date_function;
+pub mod dialect;
 mod exists_value;
 pub mod expression_walk;
 mod field_access;

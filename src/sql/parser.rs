@@ -13,8 +13,8 @@
 //! are parsed by sqlparser unchanged: a user query never silently changes
 //! meaning.
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast;
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
@@ -72,7 +72,7 @@ const CATALOG_MARKERS: &[&str] = &[
 
 /// Parses `sql` into its statements (an empty list for an empty string).
 pub fn parse(sql: &str) -> Result<Vec<Statement>> {
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+    let tokens = Tokenizer::new(&WeirDialect::new(), sql)
         .tokenize_with_location()
         .map_err(|error| WeirError::syntax(format!("syntax error: {error}")))?;
     super::placeholders::check_numbers(&tokens)?;
@@ -208,8 +208,11 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
 }
 
 pub(super) fn parse_tokens(tokens: Vec<TokenWithSpan>) -> Result<ast::Statement> {
-    let mut parser = Parser::new(&PostgreSqlDialect {}).with_tokens_with_locations(tokens);
-    let statement = parser.parse_statement()?;
+    let dialect = WeirDialect::for_tokens(tokens.len());
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let statement = parser
+        .parse_statement()
+        .map_err(|error| super::dialect::explain_exhaustion(&dialect, error))?;
     let next = parser.peek_token();
     if next.token != Token::EOF {
         return Err(WeirError::syntax(format!(
@@ -332,7 +335,7 @@ mod tests {
     }
 
     fn tokens(sql: &str) -> Vec<TokenWithSpan> {
-        Tokenizer::new(&PostgreSqlDialect {}, sql)
+        Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap()
     }

@@ -51,11 +51,11 @@ pub fn no_such_parameter(placeholder: &str) -> WeirError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn check(sql: &str) -> Result<()> {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         check_numbers(&tokens)

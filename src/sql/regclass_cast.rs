@@ -8,8 +8,8 @@
 
 use std::ops::ControlFlow;
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{self, Expr, VisitMut, VisitorMut};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 pub fn rewrite(statement: &mut ast::Statement) {
@@ -90,7 +90,7 @@ fn lookup(name: &Expr) -> Option<Expr> {
          AND regclass_namespace.nspname = CASE WHEN strpos({name}, '.') > 0 \
          THEN btrim(split_part({name}, '.', 1), '\"') ELSE 'public' END)"
     );
-    Parser::new(&PostgreSqlDialect {})
+    Parser::new(&WeirDialect::new())
         .try_with_sql(&sql)
         .ok()?
         .parse_expr()

@@ -222,8 +222,8 @@ mod tests {
     use super::*;
 
     fn tokenize(sql: &str) -> Vec<TokenWithSpan> {
-        use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-        datafusion::sql::sqlparser::tokenizer::Tokenizer::new(&PostgreSqlDialect {}, sql)
+        use crate::sql::dialect::WeirDialect;
+        datafusion::sql::sqlparser::tokenizer::Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap()
     }

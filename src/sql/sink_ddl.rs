@@ -209,11 +209,11 @@ fn identifier(token: &Token) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn statement(sql: &str) -> Result<Option<SinkStatement>> {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         parse(&tokens, sql)

@@ -314,12 +314,12 @@ pub fn show_create_as_table(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::dialect::WeirDialect;
     use crate::sql::parser::render;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn tokens(sql: &str) -> Vec<TokenWithSpan> {
-        Tokenizer::new(&PostgreSqlDialect {}, sql)
+        Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap()
     }

@@ -2,8 +2,8 @@
 //! sqlparser sees it: `WATERMARK FOR col [AS col - INTERVAL '...']` among the
 //! columns and `APPEND ONLY` after them (RisingWave's spelling).
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 use serde::{Deserialize, Serialize};
@@ -150,7 +150,8 @@ fn parse_watermark(clause: &[TokenWithSpan]) -> Result<WatermarkClause> {
         .take_while(|t| t.token != Token::Comma)
         .cloned()
         .collect();
-    let mut parser = Parser::new(&PostgreSqlDialect {}).with_tokens_with_locations(body);
+    let dialect = WeirDialect::new();
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(body);
     let column = parser.parse_identifier()?;
     let column_name = normalize(&column);
     if !parser.parse_keyword(datafusion::sql::sqlparser::keywords::Keyword::AS) {
@@ -211,7 +212,7 @@ mod tests {
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn run(sql: &str) -> (String, Option<StreamOptions>) {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         let (rest, options) = extract(tokens).unwrap();
@@ -256,7 +257,7 @@ mod tests {
     #[test]
     fn unsupported_watermark_expressions_are_0a000() {
         let tokens = Tokenizer::new(
-            &PostgreSqlDialect {},
+            &WeirDialect::new(),
             "CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS ts + INTERVAL '1' SECOND)",
         )
         .tokenize_with_location()

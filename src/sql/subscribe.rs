@@ -251,11 +251,11 @@ fn copy(all: &[&Token]) -> Result<Option<Changefeed>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn parsed(sql: &str) -> Result<Option<Changefeed>> {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         parse(&tokens)

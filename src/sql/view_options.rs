@@ -126,14 +126,14 @@ fn duration(option: &str, value: &Expr) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::ast::Statement;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
     /// The options of a view created `WITH` them.
     fn options(with: &str) -> Result<ViewOptions> {
         let sql = format!("CREATE MATERIALIZED VIEW v {with} AS SELECT 1");
-        let statement = Parser::parse_sql(&PostgreSqlDialect {}, &sql)
+        let statement = Parser::parse_sql(&WeirDialect::new(), &sql)
             .unwrap()
             .remove(0);
         let Statement::CreateView(create) = statement else {

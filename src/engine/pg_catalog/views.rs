@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::arrow::array::{Array, ArrayRef, StringArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -15,7 +16,6 @@ use datafusion::common::Result;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
@@ -31,7 +31,7 @@ pub type OidNames = Arc<Mutex<HashMap<i64, String>>>;
 /// The query of a CREATE [MATERIALIZED] VIEW statement: what follows its
 /// first top-level AS.
 pub fn query_text(create: &str) -> Option<String> {
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, create)
+    let tokens = Tokenizer::new(&WeirDialect::new(), create)
         .tokenize()
         .ok()?;
     let mut depth = 0i32;

@@ -142,12 +142,12 @@ fn drop_partition_clause(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::dialect::WeirDialect;
     use crate::sql::parser::render;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
     fn normalized(sql: &str) -> String {
-        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        let tokens = Tokenizer::new(&WeirDialect::new(), sql)
             .tokenize_with_location()
             .unwrap();
         render(&normalize_flink_spelling(tokens).unwrap())

@@ -14,10 +14,10 @@
 
 use std::ops::ControlFlow;
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{
     self, Expr, FunctionArg, FunctionArgExpr, Ident, TableAlias, TableFactor, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::error::{Result, WeirError};
@@ -183,7 +183,7 @@ fn default_alias(alias: Option<TableAlias>, name: String) -> Option<TableAlias> 
 }
 
 fn parse_from(sql: &str) -> Result<ast::Query> {
-    Ok(*Parser::new(&PostgreSqlDialect {})
+    Ok(*Parser::new(&WeirDialect::new())
         .try_with_sql(sql)
         .and_then(|mut parser| parser.parse_query())
         .map_err(WeirError::from)?)
@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn tumble_becomes_a_derived_table() {
-        let statement = Parser::new(&PostgreSqlDialect {})
+        let statement = Parser::new(&WeirDialect::new())
             .try_with_sql("SELECT window_start, count(*) FROM TUMBLE(pv, ts, INTERVAL '5' MINUTE) GROUP BY window_start")
             .unwrap()
             .parse_statement()
@@ -461,7 +461,7 @@ mod tests {
 
     #[test]
     fn wrong_arguments_are_clear_errors() {
-        let statement = Parser::new(&PostgreSqlDialect {})
+        let statement = Parser::new(&WeirDialect::new())
             .try_with_sql("SELECT * FROM TUMBLE(pv, ts)")
             .unwrap()
             .parse_statement()

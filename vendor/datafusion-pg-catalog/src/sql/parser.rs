@@ -337,7 +337,7 @@ impl PostgresCompatibilityParser {
     }
 
     /// return tokens with replacements applied
-    fn maybe_replace_tokens(&self, input: &str) -> Result<Vec<Token>, ParserError> {
+    pub fn maybe_replace_tokens(&self, input: &str) -> Result<Vec<Token>, ParserError> {
         let parser = Parser::new(&PostgreSqlDialect {});
         let tokens = parser.try_with_sql(input)?.into_tokens();
 
