@@ -50,10 +50,10 @@ fn minute(index: i64) -> String {
 
 /// Each view's checkpointed state in bytes, after a fresh checkpoint, and
 /// the bytes of memory its operators held then.
-async fn state_bytes(client: &Client) -> Vec<(i64, i64)> {
+async fn state_bytes(client: &Client, views: &[&str]) -> Vec<(i64, i64)> {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut sizes = Vec::new();
-    for view in VIEWS {
+    for view in views {
         let row = client
             .query_one(
                 "SELECT state_bytes, state_memory_bytes FROM weir_catalog.materialized_views \
@@ -79,11 +79,11 @@ async fn state_does_not_grow_over_a_long_run() {
     for index in 0..10 {
         client.batch_execute(&minute(index)).await.unwrap();
     }
-    let early = state_bytes(&client).await;
+    let early = state_bytes(&client, &VIEWS).await;
     for index in 10..60 {
         client.batch_execute(&minute(index)).await.unwrap();
     }
-    let late = state_bytes(&client).await;
+    let late = state_bytes(&client, &VIEWS).await;
     eprintln!("state bytes after 10 minutes {early:?}, after 60 {late:?}");
     for ((view, early), late) in VIEWS.iter().zip(&early).zip(&late) {
         let ((early, early_memory), (late, late_memory)) = (*early, *late);
@@ -107,4 +107,51 @@ async fn state_does_not_grow_over_a_long_run() {
         .unwrap()
         .get(0);
     assert!(rows > 0, "the run has late rows");
+}
+
+/// The other side: `allowed_lateness = 'unbounded'` keeps every window, so
+/// its state follows the data, and a row an hour late still corrects the
+/// first window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbounded_lateness_keeps_every_window() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(
+        &temp.path().join("data"),
+        &["--checkpoint-interval-ms", "50"],
+    );
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE readings (sensor BIGINT, v BIGINT, ts TIMESTAMP,
+                                    WATERMARK FOR ts AS ts - INTERVAL '2' SECOND) APPEND ONLY;
+             CREATE MATERIALIZED VIEW kept
+               WITH (late_data = 'update', allowed_lateness = 'unbounded') AS
+               SELECT window_start, sensor, COUNT(DISTINCT v) AS distinct_values, COUNT(*) AS n
+               FROM TUMBLE(readings, ts, INTERVAL '10' SECOND) GROUP BY window_start, sensor
+               EMIT ON WINDOW CLOSE;",
+        )
+        .await
+        .unwrap();
+    for index in 0..10 {
+        client.batch_execute(&minute(index)).await.unwrap();
+    }
+    let early = state_bytes(&client, &["kept"]).await[0].0;
+    for index in 10..40 {
+        client.batch_execute(&minute(index)).await.unwrap();
+    }
+    let late = state_bytes(&client, &["kept"]).await[0].0;
+    eprintln!("unbounded state bytes after 10 minutes {early}, after 40 {late}");
+    assert!(
+        late > 3 * early,
+        "state grew only from {early} to {late} bytes"
+    );
+    let first_window =
+        "SELECT n FROM kept WHERE sensor = 1 AND window_start = '2026-01-01 00:00:00'";
+    let before: i64 = client.query_one(first_window, &[]).await.unwrap().get(0);
+    client
+        .batch_execute("INSERT INTO readings VALUES (1, 99, '2026-01-01 00:00:01')")
+        .await
+        .unwrap();
+    let after: i64 = client.query_one(first_window, &[]).await.unwrap().get(0);
+    assert_eq!(after, before + 1);
 }

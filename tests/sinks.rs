@@ -164,3 +164,97 @@ async fn killed_file_sinks_hold_each_change_once() {
     applied.sort();
     assert_eq!(applied, rows, "the UPSERT file, applied, is the view");
 }
+
+/// A late-data trigger downstream (issue 17): a sink on a view's `_late`
+/// side output, killed at random points while late rows keep coming, ends
+/// with each late row in its file exactly once, equal to the side output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_side_output_sinks_hold_each_late_row_once() {
+    let directory = tempfile::tempdir().unwrap();
+    let data = directory.path().join("data");
+    let mut server = TestServer::start_on(&data);
+    let client = server.connect().await;
+    let path = directory.path().join("late.jsonl");
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE taps (seq BIGINT, at TIMESTAMP,
+                                WATERMARK FOR at AS at - INTERVAL '2' SECOND) APPEND ONLY;
+             CREATE MATERIALIZED VIEW tap_counts WITH (late_data = 'side_output') AS
+               SELECT window_start, count(*) AS n
+               FROM TUMBLE(taps, at, INTERVAL '1' SECOND) GROUP BY window_start;
+             CREATE SINK late_out FROM tap_counts_late
+               WITH (connector = 'file', path = '{}') FORMAT PLAIN ENCODE JSON;",
+            path.display()
+        ))
+        .await
+        .unwrap();
+    let total = 4_000;
+    let mut next = 0;
+    let mut random = Lcg(17);
+    for _ in 0..6 {
+        let client = server.connect().await;
+        let killing = kill_after(&server, 100 + random.below(400));
+        insert_taps(&client, next, total).await;
+        killing.await.unwrap();
+        server.kill();
+        server = TestServer::start_on(&data);
+        // A statement the kill cut off may have committed: go on after
+        // the rows that are in.
+        next = next_tap(&server.connect().await).await;
+    }
+    let client = server.connect().await;
+    insert_taps(&client, next, total).await;
+    wait_until_shipped(&client).await;
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut written = json_rows(&text, &["seq", "window_start"]);
+    written.sort();
+    let mut rows = sorted_rows(
+        &client,
+        "SELECT seq, CAST(window_start AS TEXT) FROM tap_counts_late",
+    )
+    .await;
+    rows.iter_mut()
+        .for_each(|row| row[1] = row[1].replace('T', " "));
+    rows.sort();
+    assert!(rows.len() > 100, "late rows: {}", rows.len());
+    let twice: Vec<_> = written
+        .windows(2)
+        .filter(|pair| pair[0] == pair[1])
+        .collect();
+    let relation_twice: Vec<_> = rows.windows(2).filter(|pair| pair[0] == pair[1]).collect();
+    assert!(
+        relation_twice.is_empty(),
+        "late rows twice in the side output: {relation_twice:?}"
+    );
+    assert!(twice.is_empty(), "late rows written twice: {twice:?}");
+    assert_eq!(written, rows, "the file holds each late row once");
+}
+
+async fn next_tap(client: &Client) -> i64 {
+    let row = client
+        .query_one("SELECT coalesce(max(seq) + 1, 0) FROM taps", &[])
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+/// Like `insert_from`, into `taps`: 20 rows a second, the first of each
+/// statement 5 s behind, so late for its window.
+async fn insert_taps(client: &Client, first: i64, last: i64) -> i64 {
+    let mut next = first;
+    while next < last {
+        let values: Vec<String> = (next..next + 20)
+            .map(|seq| {
+                let second = seq / 20 - if seq % 20 == 0 { 5 } else { 0 };
+                format!("({seq}, TIMESTAMP '2026-01-01 00:01:00' + INTERVAL '{second}' SECOND)")
+            })
+            .collect();
+        let insert = format!("INSERT INTO taps VALUES {}", values.join(", "));
+        if client.batch_execute(&insert).await.is_err() {
+            return next;
+        }
+        next += 20;
+    }
+    next
+}

@@ -6,7 +6,7 @@ use datafusion::sql::sqlparser::ast::{CreateTableOptions, Expr, SqlOption, Value
 
 use super::interval::interval_nanoseconds;
 use crate::error::{sqlstate, Result, WeirError};
-use crate::stream::LatePolicy;
+use crate::stream::{LatePolicy, UNBOUNDED_LATENESS_NS};
 
 const POLICIES: &str = "'drop', 'side_output' or 'update'";
 
@@ -45,7 +45,7 @@ pub fn view_options(options: &CreateTableOptions) -> Result<ViewOptions> {
         };
         match key.value.to_ascii_lowercase().as_str() {
             "late_data" => policy = Some(policy_name(value)?),
-            "allowed_lateness" => lateness_ns = Some(duration("allowed_lateness", value)?),
+            "allowed_lateness" => lateness_ns = Some(lateness(value)?),
             "state_ttl" => state_ttl_ns = Some(duration("state_ttl", value)?),
             other => {
                 return Err(
@@ -106,6 +106,18 @@ fn policy_name(value: &Expr) -> Result<&'static str> {
     }
 }
 
+/// `allowed_lateness`: a duration, or `'unbounded'` (windows never close).
+fn lateness(value: &Expr) -> Result<i64> {
+    if text(value).is_some_and(|text| text.trim().eq_ignore_ascii_case("unbounded")) {
+        return Ok(UNBOUNDED_LATENESS_NS);
+    }
+    duration("allowed_lateness", value).map_err(|error| {
+        error.with_hint(
+            "Write it like '10 minutes' or INTERVAL '2' HOUR, or 'unbounded' to keep every window correctable.",
+        )
+    })
+}
+
 /// `'10 minutes'` or `INTERVAL '10' MINUTE`, as nanoseconds.
 fn duration(option: &str, value: &Expr) -> Result<i64> {
     let nanoseconds = match value {
@@ -156,6 +168,18 @@ mod tests {
         let bad = options("WITH (state_ttl = '-1 hour')").unwrap_err();
         assert_eq!(bad.code, "22023");
         assert!(bad.message.contains("state_ttl"), "{}", bad.message);
+    }
+
+    #[test]
+    fn unbounded_lateness_keeps_windows_open_for_good() {
+        let unbounded =
+            policy("WITH (late_data = 'update', allowed_lateness = 'Unbounded')").unwrap();
+        assert!(unbounded.is_unbounded());
+        assert_eq!(unbounded.describe(), "update(allowed_lateness=unbounded)");
+        let refused = policy("WITH (late_data = 'drop', allowed_lateness = 'unbounded')");
+        assert_eq!(refused.unwrap_err().code, "22023");
+        let misspelt = policy("WITH (late_data = 'update', allowed_lateness = 'forever')");
+        assert!(misspelt.unwrap_err().hint.unwrap().contains("'unbounded'"));
     }
 
     #[test]

@@ -16,11 +16,22 @@ pub enum LatePolicy {
     /// Late rows are kept, one per missed window, in `<view>_late`.
     SideOutput,
     /// Windows stay open `allowed_lateness_ns` past their end; later rows
-    /// are dropped as with `Drop`.
+    /// are dropped as with `Drop`. `UNBOUNDED_LATENESS_NS` keeps every
+    /// window open for good.
     Update { allowed_lateness_ns: i64 },
 }
 
+/// `allowed_lateness = 'unbounded'`: no watermark ever reaches a window's
+/// end plus this (every use adds it saturating), so windows never close
+/// and their state is never dropped.
+pub const UNBOUNDED_LATENESS_NS: i64 = i64::MAX;
+
 impl LatePolicy {
+    /// Whether windows stay correctable forever, their state kept.
+    pub fn is_unbounded(self) -> bool {
+        self.allowed_lateness_ns() == UNBOUNDED_LATENESS_NS
+    }
+
     /// How long past its end a window still takes rows.
     pub fn allowed_lateness_ns(self) -> i64 {
         match self {
@@ -35,6 +46,9 @@ impl LatePolicy {
         match self {
             LatePolicy::Drop => "drop".to_string(),
             LatePolicy::SideOutput => "side_output".to_string(),
+            LatePolicy::Update {
+                allowed_lateness_ns: UNBOUNDED_LATENESS_NS,
+            } => "update(allowed_lateness=unbounded)".to_string(),
             LatePolicy::Update {
                 allowed_lateness_ns,
             } => format!(

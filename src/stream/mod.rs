@@ -22,7 +22,7 @@ pub mod view_sink;
 pub mod watermark;
 
 pub use dataflow::Dataflow;
-pub use late::{LatePolicy, LateRows};
+pub use late::{LatePolicy, LateRows, UNBOUNDED_LATENESS_NS};
 pub use message::{Chunk, Message};
 pub use operator::Operator;
 pub use view_sink::ViewSink;

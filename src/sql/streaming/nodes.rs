@@ -181,13 +181,14 @@ impl StreamNode {
                 line + &watermark_suffix(&node.watermark)
             }
             StreamNode::SessionAggregate(node) => format!(
-                "SessionAggregate: group=[{}] aggregates=[{}] gap={} emit={} late={} closes_on={}",
+                "SessionAggregate: group=[{}] aggregates=[{}] gap={} emit={} late={} closes_on={}{}",
                 node.display_groups.join(", "),
                 node.display_calls.join(", "),
                 describe_duration(node.columns.gap_ns),
                 node.emit.describe(),
                 node.late.describe(),
-                node.watermark.as_deref().unwrap_or("never (no watermark)")
+                node.watermark.as_deref().unwrap_or("never (no watermark)"),
+                unbounded_suffix(node.late)
             ),
             StreamNode::TopN(node) => node.describe(),
             StreamNode::OverWindow(node) => node.describe(),
@@ -213,6 +214,7 @@ impl StreamNode {
                         node.late.describe(),
                         node.watermark.as_deref().unwrap_or("never (no watermark)")
                     );
+                    line.push_str(unbounded_suffix(node.late));
                 } else {
                     // Without a window nothing ever closes a group.
                     line.push_str(" state=unbounded");
@@ -220,6 +222,15 @@ impl StreamNode {
                 line
             }
         }
+    }
+}
+
+/// Windows that never close keep all their state: EXPLAIN says so.
+fn unbounded_suffix(late: LatePolicy) -> &'static str {
+    if late.is_unbounded() {
+        " state=unbounded"
+    } else {
+        ""
     }
 }
 
