@@ -15,6 +15,7 @@
 //! checkpointed state (`state`).
 
 pub mod calls;
+mod firing;
 pub mod late;
 pub mod retraction;
 pub mod session_aggregate;
@@ -48,12 +49,12 @@ use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::time_columns::nanoseconds;
-use crate::stream::{EmitMode, LatePolicy, LateRows};
+use crate::stream::EmitMode;
 use calls::{
     evaluate, evaluate_arguments, new_accumulators, push_changes, value_columns, AggregateCall,
     GroupedArguments,
 };
-use late::{LateRow, SideOutputShape};
+pub use late::{late_row, LateHandling};
 use state::{checkpointed_bins, decode_bin, encode_bin, BinChanges};
 
 /// Which group column is the window (its start or its end) and its shape.
@@ -107,15 +108,8 @@ pub struct AggregateOperator {
     /// call (not shown) counts a group's rows, so a group whose rows are
     /// all gone leaves the view.
     retracting: bool,
-}
-
-/// What a windowed aggregate does with late rows.
-#[derive(Clone, Default)]
-pub struct LateHandling {
-    pub policy: LatePolicy,
-    pub rows: LateRows,
-    /// Set when the view keeps late rows (`late_data = 'side_output'`).
-    pub side_output: Option<SideOutputShape>,
+    /// Under `EMIT EVERY`: the groups changed since the last firing.
+    pending: Option<firing::PendingGroups>,
 }
 
 /// Rows to emit: group key, aggregate values, diff.
@@ -156,6 +150,7 @@ impl AggregateOperator {
             bin_changes: BinChanges::default(),
             owes_empty_row: global,
             retracting,
+            pending: None,
         };
         if global {
             // The one group exists from the start (and is checkpointed with
@@ -201,36 +196,6 @@ impl AggregateOperator {
     }
 }
 
-impl LateHandling {
-    /// Counts `late` rows of `chunk`, keeping them for the side output.
-    pub fn report(&self, chunk: &Chunk, late: &[LateRow]) -> Result<()> {
-        match &self.side_output {
-            Some(shape) if !late.is_empty() => self.rows.keep(shape.rows(chunk, late)?),
-            _ => self.rows.count(late.len() as u64),
-        }
-        Ok(())
-    }
-}
-
-/// Row `row` (its window ending at `end`) as late when the watermark it
-/// arrived under is at or past that end plus the allowed lateness.
-pub fn late_row(
-    window: &WindowGroup,
-    chunk: &Chunk,
-    current_watermark: Option<i64>,
-    row: usize,
-    end: i64,
-    lateness_ns: i64,
-) -> Option<LateRow> {
-    let watermark = chunk.watermark_before(row, current_watermark)?;
-    (watermark >= end.saturating_add(lateness_ns)).then(|| LateRow {
-        row: row as u32,
-        start: window.spec.start_of(end),
-        end,
-        watermark,
-    })
-}
-
 /// Window end of every row (None for a NULL window column).
 pub fn window_ends(window: &WindowGroup, keys: &[ArrayRef]) -> Result<Vec<Option<i64>>> {
     let column = nanoseconds(&keys[window.column])?;
@@ -272,10 +237,12 @@ impl Operator for AggregateOperator {
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
         let calls = &self.calls;
         self.bin_changes
-            .checkpoint(state, &mut self.bins, |bin| encode_bin(bin, calls))
+            .checkpoint(state, &mut self.bins, |bin| encode_bin(bin, calls))?;
+        self.checkpoint_pending(state)
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
+        self.restore_pending(state)?;
         for (end, value) in checkpointed_bins(state)? {
             self.bins.insert(end, decode_bin(&self.calls, value)?);
             // A checkpointed global group has had its row shown.
@@ -395,6 +362,11 @@ impl Operator for AggregateOperator {
             return Ok(());
         };
         let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
+        if self.pending.is_some() {
+            self.publish_closing(context.watermark, watermark_ns, horizon, output)?;
+            self.drop_expired(horizon);
+            return Ok(());
+        }
         if self.emit == EmitMode::OnWindowClose {
             self.emit_completed(context.watermark, watermark_ns, output)?;
             // Results are final (up to the allowed lateness), so the output
@@ -424,10 +396,18 @@ impl AggregateOperator {
     ) -> Result<()> {
         self.bin_changes.changed.insert(end);
         // Under EMIT ON WINDOW CLOSE a window already emitted (a row within
-        // the allowed lateness) is corrected like an update.
-        let emits = self.emit == EmitMode::OnUpdate || context.watermark.is_some_and(|w| w >= end);
+        // the allowed lateness) is corrected like an update; under EMIT
+        // EVERY changes wait for the next firing.
+        let emits = self.pending.is_none()
+            && (self.emit == EmitMode::OnUpdate || context.watermark.is_some_and(|w| w >= end));
         let bin = self.bins.entry(end).or_default();
         let existed = bin.contains_key(key);
+        if let Some(pending) = &mut self.pending {
+            pending.note(end, key, || match bin.get_mut(key) {
+                Some(accumulators) => evaluate(accumulators).map(Some),
+                None => Ok(None),
+            })?;
+        }
         if !existed {
             bin.insert(key.to_vec(), new_accumulators(&self.calls)?);
         }
@@ -447,8 +427,10 @@ impl AggregateOperator {
             }
         }
         // A window not yet shown (EMIT ON WINDOW CLOSE) is evaluated when it
-        // closes, not per batch; a retracting aggregate always emits.
-        if !emits {
+        // closes, not per batch; a retracting aggregate always emits (or,
+        // under EMIT EVERY, drops its emptied groups for the firing to see).
+        let drops_emptied = self.pending.is_some() && self.retracting;
+        if !emits && !drops_emptied {
             return Ok(());
         }
         let after = evaluate(accumulators)?;
@@ -456,6 +438,12 @@ impl AggregateOperator {
         let emptied = self.retracting
             && !self.groups.is_empty()
             && after.last() == Some(&ScalarValue::Int64(Some(0)));
+        if !emits {
+            if emptied {
+                bin.remove(key);
+            }
+            return Ok(());
+        }
         if emptied {
             bin.remove(key);
         }
@@ -502,5 +490,7 @@ impl AggregateOperator {
     }
 }
 
+#[cfg(test)]
+mod firing_tests;
 #[cfg(test)]
 mod tests;

@@ -3,6 +3,7 @@
 use super::*;
 use crate::stream::operator::Stage;
 use crate::stream::operators::window::WindowKind;
+use crate::stream::{LatePolicy, LateRows};
 use datafusion::arrow::array::{AsArray, Int64Array, StringArray, TimestampNanosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -27,7 +28,10 @@ fn operator(emit: EmitMode) -> (Stage<AggregateOperator>, Arc<AtomicU64>) {
     operator_with(emit, LatePolicy::Drop)
 }
 
-fn operator_with(emit: EmitMode, policy: LatePolicy) -> (Stage<AggregateOperator>, Arc<AtomicU64>) {
+pub(super) fn operator_with(
+    emit: EmitMode,
+    policy: LatePolicy,
+) -> (Stage<AggregateOperator>, Arc<AtomicU64>) {
     let input = input_schema();
     let count = AggregateExprBuilder::new(count_udaf(), vec![col("k", &input).unwrap()])
         .schema(input.clone())
@@ -67,7 +71,7 @@ fn operator_with(emit: EmitMode, policy: LatePolicy) -> (Stage<AggregateOperator
 }
 
 /// Rows `(k, window_start)` with the watermark each arrived under.
-fn chunk(rows: &[(&str, i64)], watermarks: &[Option<i64>]) -> Chunk {
+pub(super) fn chunk(rows: &[(&str, i64)], watermarks: &[Option<i64>]) -> Chunk {
     let keys: StringArray = rows.iter().map(|(k, _)| Some(*k)).collect();
     let starts = TimestampNanosecondArray::from_iter_values(rows.iter().map(|(_, s)| *s));
     Chunk {
@@ -78,7 +82,7 @@ fn chunk(rows: &[(&str, i64)], watermarks: &[Option<i64>]) -> Chunk {
 }
 
 /// Emitted rows as `(window_start, k, n, diff)`.
-fn rows(output: &Output) -> Vec<(i64, String, i64, i64)> {
+pub(super) fn rows(output: &Output) -> Vec<(i64, String, i64, i64)> {
     let mut all = Vec::new();
     for message in output {
         let Message::Batch(chunk) = message else {
