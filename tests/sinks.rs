@@ -110,27 +110,14 @@ async fn killed_file_sinks_hold_each_change_once() {
     insert_from(&client, next, total).await;
     wait_until_shipped(&client).await;
 
-    let windows = std::fs::read_to_string(directory.path().join("windows.jsonl")).unwrap();
-    let mut written = json_rows(&windows, &["window_start", "n", "last"]);
-    written.sort();
-    let mut rows = sorted_rows(
+    let rows = file_and_relation(
         &client,
+        &directory.path().join("windows.jsonl"),
+        &["window_start", "n", "last"],
         "SELECT CAST(window_start AS TEXT), n, last FROM per_window",
     )
     .await;
-    rows.iter_mut()
-        .for_each(|row| row[0] = row[0].replace('T', " "));
-    rows.sort();
-    assert!(rows.len() > 250, "windows closed: {}", rows.len());
-    let twice: Vec<_> = written
-        .windows(2)
-        .filter(|pair| pair[0] == pair[1])
-        .collect();
-    assert!(twice.is_empty(), "lines written twice: {twice:?}");
-    assert_eq!(
-        written, rows,
-        "the PLAIN file holds each closed window once"
-    );
+    assert!(rows > 250, "windows closed: {rows}");
 
     let users = std::fs::read_to_string(directory.path().join("users.jsonl")).unwrap();
     let mut applied = BTreeMap::new();
@@ -206,29 +193,36 @@ async fn killed_side_output_sinks_hold_each_late_row_once() {
     insert_taps(&client, next, total).await;
     wait_until_shipped(&client).await;
 
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut written = json_rows(&text, &["seq", "window_start"]);
-    written.sort();
-    let mut rows = sorted_rows(
+    let rows = file_and_relation(
         &client,
+        &path,
+        &["seq", "window_start"],
         "SELECT seq, CAST(window_start AS TEXT) FROM tap_counts_late",
     )
     .await;
-    rows.iter_mut()
-        .for_each(|row| row[1] = row[1].replace('T', " "));
+    assert!(rows > 100, "late rows: {rows}");
+}
+
+/// Checks that a PLAIN sink's file holds each row of `query` once (no
+/// line twice, none missing) and that the relation has no row twice;
+/// answers how many rows there are. Timestamps compare as text, the
+/// file's `T` read as a space.
+async fn file_and_relation(client: &Client, file: &Path, columns: &[&str], query: &str) -> usize {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut written = json_rows(&text, columns);
+    written.sort();
+    let mut rows = sorted_rows(client, query).await;
+    for row in &mut rows {
+        row.iter_mut()
+            .for_each(|value| *value = value.replace('T', " "));
+    }
     rows.sort();
-    assert!(rows.len() > 100, "late rows: {}", rows.len());
-    let twice: Vec<_> = written
-        .windows(2)
-        .filter(|pair| pair[0] == pair[1])
-        .collect();
-    let relation_twice: Vec<_> = rows.windows(2).filter(|pair| pair[0] == pair[1]).collect();
-    assert!(
-        relation_twice.is_empty(),
-        "late rows twice in the side output: {relation_twice:?}"
-    );
-    assert!(twice.is_empty(), "late rows written twice: {twice:?}");
-    assert_eq!(written, rows, "the file holds each late row once");
+    for (what, lines) in [("the file", &written), ("the relation", &rows)] {
+        let twice: Vec<_> = lines.windows(2).filter(|pair| pair[0] == pair[1]).collect();
+        assert!(twice.is_empty(), "rows twice in {what}: {twice:?}");
+    }
+    assert_eq!(written, rows, "the file holds each row once");
+    rows.len()
 }
 
 async fn next_tap(client: &Client) -> i64 {
