@@ -14,6 +14,9 @@ pub enum Message {
     Watermark(i64),
     /// A checkpoint boundary (used by checkpoints; forwarded today).
     Barrier(u64),
+    /// An `EMIT EVERY` firing of the view with this id: its aggregates
+    /// publish what changed since the last firing. Other views drop it.
+    Fire(u64),
 }
 
 impl Message {

@@ -47,6 +47,13 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// An `EMIT EVERY` firing of view `view`: publish what was held for
+    /// it (an aggregate does), and forward it.
+    fn on_fire(&mut self, view: u64, output: &mut Output) -> Result<()> {
+        output.push(Message::Fire(view));
+        Ok(())
+    }
+
     /// Whether its output changes with the clock alone (a temporal
     /// filter): the runtime then checkpoints, and so calls it, even when
     /// no row came.
@@ -154,6 +161,10 @@ impl<O: Operator + ?Sized> Stage<O> {
         self.operator.on_barrier(epoch, output)
     }
 
+    pub fn on_fire(&mut self, view: u64, output: &mut Output) -> Result<()> {
+        self.operator.on_fire(view, output)
+    }
+
     /// Feeds `messages` through the operator, returning what it produced.
     pub fn run(&mut self, messages: Vec<Message>) -> Result<Output> {
         let mut output = Vec::new();
@@ -162,6 +173,7 @@ impl<O: Operator + ?Sized> Stage<O> {
                 Message::Batch(chunk) => self.on_batch(*chunk, &mut output)?,
                 Message::Watermark(watermark) => self.on_watermark(watermark, &mut output)?,
                 Message::Barrier(epoch) => self.on_barrier(epoch, &mut output)?,
+                Message::Fire(view) => self.on_fire(view, &mut output)?,
             }
         }
         Ok(output)

@@ -150,6 +150,10 @@ impl ViewPipeline {
         // per event) is gone before the next batch is read.
         let mut through = Vec::new();
         for message in messages {
+            // Another view's firing.
+            if matches!(message, Message::Fire(view) if view != self.id) {
+                continue;
+            }
             through.extend(self.root.run(self.id, input, message, checkpoint)?);
         }
         self.finish(through, checkpoint, (rows, limited))

@@ -69,6 +69,9 @@ impl UnionOperator {
                     return Ok(Some(epoch));
                 }
             }
+            // Views with EMIT EVERY read one table (the planner sees to
+            // it), so a firing comes down one branch only.
+            Message::Fire(view) => output.push(Message::Fire(view)),
         }
         Ok(None)
     }

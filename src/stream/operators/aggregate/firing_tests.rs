@@ -116,3 +116,12 @@ fn pending_groups_survive_a_restore() {
     );
     assert_eq!(fire(&mut restored), expected);
 }
+
+#[test]
+fn a_fire_message_publishes_then_passes_on() {
+    let mut aggregate = firing(EmitMode::OnUpdate, LatePolicy::Drop);
+    let input = Message::batch(chunk(&[("a", 0)], &[None]));
+    let output = aggregate.run(vec![input, Message::Fire(7)]).unwrap();
+    assert_eq!(rows(&output), vec![(0, "a".into(), 1, 1)]);
+    assert!(matches!(output.last(), Some(Message::Fire(7))));
+}

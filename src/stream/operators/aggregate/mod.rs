@@ -251,6 +251,12 @@ impl Operator for AggregateOperator {
         Ok(())
     }
 
+    fn on_fire(&mut self, view: u64, output: &mut Output) -> Result<()> {
+        self.fire(output)?;
+        output.push(Message::Fire(view));
+        Ok(())
+    }
+
     fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
         self.pay_empty_row(output)?;
         output.push(Message::Barrier(epoch));

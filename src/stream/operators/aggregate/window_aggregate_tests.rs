@@ -151,7 +151,7 @@ fn lines(output: &Output) -> Vec<String> {
                 }
             }
             Message::Watermark(watermark) => all.push(format!("watermark {watermark}")),
-            Message::Barrier(_) => {}
+            Message::Barrier(_) | Message::Fire(_) => {}
         }
     }
     all.sort();
@@ -316,7 +316,7 @@ fn rows_of_a_window_come_out_before_the_watermark_that_closed_it() {
                     rows += 1;
                 }
             }
-            Message::Barrier(_) => {}
+            Message::Barrier(_) | Message::Fire(_) => {}
         }
     }
     assert!(rows > 30, "{rows} rows");

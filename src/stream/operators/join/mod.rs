@@ -250,6 +250,8 @@ impl JoinOperator {
                     return Ok(Some(epoch));
                 }
             }
+            // As in a union: one branch of a view with EMIT EVERY fires.
+            Message::Fire(view) => output.push(Message::Fire(view)),
         }
         Ok(None)
     }
