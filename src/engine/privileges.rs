@@ -188,7 +188,9 @@ mod tests {
     use crate::state::SledStore;
 
     fn open(directory: &std::path::Path) -> Privileges {
-        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory).unwrap());
+        // Reopened right after a drop: sled's lock may still be held.
+        let store: Arc<dyn StateStore> =
+            Arc::new(SledStore::open_when_released(directory).unwrap());
         Privileges::open(store).unwrap()
     }
 

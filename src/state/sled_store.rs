@@ -17,6 +17,27 @@ use crate::error::{sqlstate, Result, WeirError};
 /// (`Engine::reopen` waits while it is the reason).
 pub const LOCKED_MESSAGE: &str = "is in use by another process";
 
+#[cfg(test)]
+impl SledStore {
+    /// Opens the store in `directory`, waiting (up to 10 s) while a handle
+    /// just dropped still holds sled's lock: its flusher thread lets go a
+    /// moment later, so a test that reopens at once can find it held.
+    pub fn open_when_released(directory: &Path) -> Result<SledStore> {
+        let started = std::time::Instant::now();
+        loop {
+            match SledStore::open(directory) {
+                Err(error)
+                    if error.message.contains(LOCKED_MESSAGE)
+                        && started.elapsed() < std::time::Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                opened => return opened,
+            }
+        }
+    }
+}
+
 /// How sled words that error: only in the text of an `Other` I/O error.
 const SLED_LOCKED_MESSAGE: &str = "could not acquire lock";
 

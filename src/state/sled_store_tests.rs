@@ -63,18 +63,7 @@ fn ranges_and_the_last_entry_before_a_key() {
 
 /// `SledStore::open`, retried while a handle just dropped holds the lock.
 fn retry_while_locked(directory: &std::path::Path) -> crate::error::Result<SledStore> {
-    let started = std::time::Instant::now();
-    loop {
-        match SledStore::open(directory) {
-            Err(error)
-                if error.message.contains(LOCKED_MESSAGE)
-                    && started.elapsed() < std::time::Duration::from_secs(10) =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            opened => return opened,
-        }
-    }
+    SledStore::open_when_released(directory)
 }
 
 /// Opens the store in `directory`, waiting while a handle just dropped
