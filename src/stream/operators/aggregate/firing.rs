@@ -69,8 +69,22 @@ impl PendingGroups {
 
     /// Takes the pending groups of windows ending at or before `end`.
     pub fn take_ending_by(&mut self, end: i64) -> Vec<(GroupId, Option<Vec<ScalarValue>>)> {
-        let later = self.shown.split_off(&(end.saturating_add(1), Vec::new()));
-        let taken = std::mem::replace(&mut self.shown, later);
+        self.take_ending_between(i64::MIN, end)
+    }
+
+    /// Takes the pending groups of windows ending after `after`, up to
+    /// and including `end`; the others stay.
+    pub fn take_ending_between(
+        &mut self,
+        after: i64,
+        end: i64,
+    ) -> Vec<(GroupId, Option<Vec<ScalarValue>>)> {
+        if after >= end {
+            return Vec::new();
+        }
+        let mut taken = self.shown.split_off(&(after.saturating_add(1), Vec::new()));
+        let mut later = taken.split_off(&(end.saturating_add(1), Vec::new()));
+        self.shown.append(&mut later);
         self.dirty |= !taken.is_empty();
         taken.into_iter().collect()
     }
@@ -177,14 +191,11 @@ impl AggregateOperator {
         let Some(pending) = &mut self.pending else {
             return Ok(());
         };
-        let closed = pending.take_ending_by(watermark_ns);
-        let publishes_now = |end: i64| end <= horizon || previous.is_none_or(|p| end > p);
-        let (groups, waiting): (Vec<_>, Vec<_>) = closed
-            .into_iter()
-            .partition(|((end, _), _)| publishes_now(*end));
-        for ((end, key), shown) in waiting {
-            pending.note(end, &key, || Ok(shown))?;
-        }
+        // The windows whose state goes, then those closing now; windows
+        // closed before `previous` keep their corrections for the firing.
+        let mut groups = pending.take_ending_by(horizon);
+        let closing_after = previous.map_or(i64::MIN, |previous| previous.max(horizon));
+        groups.extend(pending.take_ending_between(closing_after, watermark_ns));
         self.publish(groups, output)
     }
 
@@ -308,6 +319,13 @@ mod tests {
             .collect();
         assert_eq!(taken, vec![10, 20]);
         assert!(pending.contains(30, b"k"));
+        for end in [10, 20, 40] {
+            pending.note(end, b"k", || Ok(None)).unwrap();
+        }
+        let between = pending.take_ending_between(10, 30);
+        let taken: Vec<i64> = between.iter().map(|(g, _)| g.0).collect();
+        assert_eq!(taken, vec![20, 30]);
+        assert!(pending.contains(10, b"k") && pending.contains(40, b"k"));
     }
 
     #[test]
