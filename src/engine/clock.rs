@@ -1,6 +1,7 @@
 //! The processing-time clock: raises the watermark of PROCTIME() streams to
 //! the wall clock, and of idle streams (`watermark_idle_timeout`) by the
-//! time that has passed, so windows close without new rows.
+//! time that has passed, so windows close without new rows; and fires the
+//! `EMIT EVERY` views that are due.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +26,14 @@ impl Engine {
         });
     }
 
-    /// Raises every clocked table whose watermark is due.
+    /// Raises every clocked table whose watermark is due, then fires the
+    /// views that are due.
     pub async fn tick(&self) {
+        self.raise_due_watermarks().await;
+        self.fire_due_views().await;
+    }
+
+    async fn raise_due_watermarks(&self) {
         for log in self.catalog.table_logs() {
             let Some(watermark) = log.due_watermark() else {
                 continue;

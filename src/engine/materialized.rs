@@ -146,6 +146,15 @@ impl Engine {
         }
         let (name, plan) = self.stream_plan(state, view).await?;
         plan.check_deterministic()?;
+        let firing = match self.firing_table(&plan)? {
+            Some(table) => Some(NewViewFiring {
+                table,
+                interval_ns: plan.firing_interval_ns.unwrap_or(i64::MAX),
+                unix_ns: self.emit_clock_ns(),
+                offset: None,
+            }),
+            None => None,
+        };
         let (definition, results) = self.catalog.new_materialized_view(
             &name,
             &view.text,
@@ -178,12 +187,14 @@ impl Engine {
                 name: input,
             });
         }
+        let view_id = definition.id;
         let new_view = NewView {
             name: name.clone(),
             definition,
             results,
             pipeline,
             inputs,
+            firing,
         };
         let dataflow = self.dataflow.clone();
         let catalog = self.catalog.clone();
@@ -194,13 +205,17 @@ impl Engine {
         });
         // Completes even if the statement goes away: the view is then fully
         // there (its commit had started) or not at all.
-        tokio::task::spawn_blocking(move || {
-            backfill_and_commit(&dataflow, &catalog, new_view, gate)?;
+        let firing = tokio::task::spawn_blocking(move || {
+            let firing = backfill_and_commit(&dataflow, &catalog, new_view, gate)?;
             lock_streams(&view_streams).insert(name, output);
-            Ok::<(), WeirError>(())
+            Ok::<_, WeirError>(firing)
         })
         .await
         .map_err(|error| WeirError::internal(format!("backfill task failed: {error}")))??;
+        if let Some(firing) = firing {
+            let last = firing.offset.map(|offset| (offset, firing.unix_ns));
+            self.schedule_firings(view_id, firing.table, firing.interval_ns, last);
+        }
         drop(paused);
         Ok(CommandDone::new("CREATE MATERIALIZED VIEW"))
     }
@@ -232,6 +247,7 @@ impl Engine {
             .drop_relation(name, RelationKind::MaterializedView)?;
         flow.remove_view(name);
         if let Some(id) = id {
+            self.unschedule_firings(id);
             let mut state = WriteBatch::new();
             state.delete_prefix(view_prefix(id));
             // After a checkpoint being committed, which may write the view.
@@ -268,8 +284,13 @@ impl Engine {
             row_layout(&plan),
         )?;
         let output = plan.output.clone();
+        let interval_ns = plan.firing_interval_ns;
+        let firing_table = self.firing_table(&plan)?;
         let pipeline = pipeline(id, &name, plan, &results)?;
         self.dataflow.lock().add_view(pipeline);
+        if let (Some(table), Some(interval_ns)) = (firing_table, interval_ns) {
+            self.schedule_firings(id, table, interval_ns, None);
+        }
         self.view_streams().insert(name, output);
         Ok(())
     }
@@ -317,6 +338,16 @@ struct NewView {
     results: ViewResults,
     pipeline: ViewPipeline,
     inputs: Vec<NewViewInput>,
+    firing: Option<NewViewFiring>,
+}
+
+/// An `EMIT EVERY` view fires once when created: through this table, at
+/// this time; `offset` is the row it fired at, once committed.
+struct NewViewFiring {
+    table: Arc<crate::connectors::table::TableLog>,
+    interval_ns: i64,
+    unix_ns: i64,
+    offset: Option<u64>,
 }
 
 /// A relation a new view reads, and its history.
@@ -336,7 +367,7 @@ fn backfill_and_commit(
     catalog: &Relations,
     view: NewView,
     gate: Option<(Arc<CommitGate>, u64)>,
-) -> Result<()> {
+) -> Result<Option<NewViewFiring>> {
     let mut guard = dataflow.lock();
     let flow = &mut *guard;
     if flow.is_broken() {
@@ -371,6 +402,11 @@ fn backfill_and_commit(
                 flow.spill_if_large(&mut writes)?;
             }
         }
+        if let Some(firing) = &view.firing {
+            // What the backfill found is shown at once.
+            let fire = vec![Message::Fire(view.definition.id)];
+            writes.extend(flow.push_to(Some(&view.name), firing.table.name(), fire)?);
+        }
         writes.extend(flow.flush()?);
         Ok(writes)
     }))
@@ -392,13 +428,27 @@ fn backfill_and_commit(
         flow.set_offset(&table, rows);
     }
     writes.delete_prefix(view_prefix(view.definition.id));
+    let mut firing = view.firing;
+    let logged = firing.as_mut().map(|firing| {
+        let (offset, write, entry) = firing
+            .table
+            .firing_write(&[view.definition.id], firing.unix_ns);
+        writes.extend(write);
+        firing.offset = Some(offset);
+        (offset, entry)
+    });
     let outcome = Engine::checkpoint_into(dataflow, flow, &mut writes)
         .and_then(|()| catalog.commit_materialized_view(view.definition, view.results, writes));
     if let Some((gate, _)) = &gate {
         gate.end_commit();
     }
     match &outcome {
-        Ok(()) => flow.publish(),
+        Ok(()) => {
+            flow.publish();
+            if let (Some(firing), Some((offset, entry))) = (&firing, logged) {
+                firing.table.firing_logged(offset, entry);
+            }
+        }
         Err(_) => {
             // The checkpoint moved every view's state past the store.
             flow.discard();
@@ -406,7 +456,7 @@ fn backfill_and_commit(
             flow.mark_broken();
         }
     }
-    outcome
+    outcome.map(|()| firing)
 }
 
 /// The planning state for a view planned by `edition` of weir's SQL: a

@@ -5,6 +5,7 @@ pub mod checkpoint;
 mod clock;
 pub mod connections;
 mod ddl;
+mod firing;
 mod grants;
 mod information_schema;
 mod materialized;
@@ -71,6 +72,8 @@ pub struct Engine {
     sinks: Arc<sinks::SinkRuns>,
     roles: Arc<roles::Roles>,
     privileges: privileges::Privileges,
+    /// When `EMIT EVERY` views fire.
+    firings: firing::FiringSchedules,
 }
 
 impl Engine {
@@ -152,6 +155,7 @@ impl Engine {
             sinks,
             roles,
             privileges,
+            firings: Default::default(),
         };
         engine.load_system_settings()?;
         engine.recover().await?;

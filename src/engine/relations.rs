@@ -467,6 +467,7 @@ impl Relations {
                 batch.delete_prefix(crate::connectors::table::legacy_rows_prefix(definition.id));
                 batch.delete(crate::connectors::table::head_key(definition.id));
                 batch.delete_prefix(crate::connectors::table::ticks_prefix(definition.id));
+                batch.delete_prefix(crate::connectors::table::firings_prefix(definition.id));
             }
             RelationKind::MaterializedView => {
                 batch.delete_prefix(view_rows_prefix(definition.id));

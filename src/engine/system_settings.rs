@@ -1,6 +1,7 @@
 //! Server-wide settings changed with `ALTER SYSTEM` and kept in the state
 //! store, so they survive restarts (like Postgres's postgresql.auto.conf, a
-//! stored value wins over the server flag). Today: `checkpoint_interval`.
+//! stored value wins over the server flag). Today: `checkpoint_interval`
+//! and `emit_clock_offset`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -9,6 +10,8 @@ use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, WriteBatch};
 
 pub const CHECKPOINT_INTERVAL: &str = "checkpoint_interval";
+/// How far ahead of the wall clock the `EMIT EVERY` schedules run.
+pub const EMIT_CLOCK_OFFSET: &str = "emit_clock_offset";
 /// Shown by SHOW; set by the `--memory-limit` flag only.
 pub const MEMORY_LIMIT: &str = "memory_limit";
 
@@ -29,7 +32,7 @@ fn unknown(name: &str) -> WeirError {
         sqlstate::UNDEFINED_PARAMETER,
         format!("unrecognized configuration parameter \"{name}\""),
     )
-    .with_hint("ALTER SYSTEM knows checkpoint_interval (e.g. '1s', '500ms'; 0 turns periodic checkpoints off).")
+    .with_hint("ALTER SYSTEM knows checkpoint_interval (e.g. '1s', '500ms'; 0 turns periodic checkpoints off) and emit_clock_offset (e.g. '1h').")
 }
 
 impl Engine {
@@ -50,7 +53,28 @@ impl Engine {
         self.system_settings
             .stored_checkpoint_interval_ms
             .store(stored, Ordering::Relaxed);
+        let offset_ms = self.stored_milliseconds(EMIT_CLOCK_OFFSET)?.unwrap_or(0);
+        self.set_emit_clock_offset_ms(offset_ms);
         Ok(())
+    }
+
+    fn stored_milliseconds(&self, name: &str) -> Result<Option<u64>> {
+        let Some(value) = self.catalog.store().get(&setting_key(name))? else {
+            return Ok(None);
+        };
+        crate::stream::checkpoint::decode_i64(&value)
+            .map(|ms| Some(ms as u64))
+            .ok_or_else(|| {
+                WeirError::new(sqlstate::DATA_CORRUPTED, "a stored setting is malformed")
+            })
+    }
+
+    fn set_emit_clock_offset_ms(&self, milliseconds: u64) {
+        let milliseconds = milliseconds.min(i64::MAX as u64 / 1_000_000) as i64;
+        let nanoseconds = milliseconds * 1_000_000;
+        self.firings
+            .clock_offset_ns
+            .store(nanoseconds, Ordering::Relaxed);
     }
 
     pub fn set_default_checkpoint_interval_ms(&self, milliseconds: u64) {
@@ -75,7 +99,7 @@ impl Engine {
 
     /// Every server-wide setting with its value (for `SHOW ALL`).
     pub fn system_settings(&self) -> Vec<(String, String)> {
-        [CHECKPOINT_INTERVAL, MEMORY_LIMIT]
+        [CHECKPOINT_INTERVAL, EMIT_CLOCK_OFFSET, MEMORY_LIMIT]
             .into_iter()
             .filter_map(|name| Some((name.to_string(), self.system_setting(name)?)))
             .collect()
@@ -85,6 +109,10 @@ impl Engine {
     pub fn system_setting(&self, name: &str) -> Option<String> {
         match name {
             CHECKPOINT_INTERVAL => Some(format!("{}ms", self.checkpoint_interval_ms())),
+            EMIT_CLOCK_OFFSET => {
+                let offset_ns = self.firings.clock_offset_ns.load(Ordering::Relaxed);
+                Some(format!("{}ms", offset_ns / 1_000_000))
+            }
             MEMORY_LIMIT => Some(match self.memory_limit_bytes() {
                 Some(bytes) => crate::stream::dataflow::format_bytes(bytes),
                 None => "unlimited".to_string(),
@@ -104,8 +132,10 @@ impl Engine {
         self.dataflow.lock().memory_limit_bytes()
     }
 
-    /// `ALTER SYSTEM SET name = value`, or RESET when `value` is None.
-    pub fn alter_system(&self, name: &str, value: Option<&str>) -> Result<CommandDone> {
+    /// `ALTER SYSTEM SET name = value`, or RESET when `value` is None. A
+    /// new `emit_clock_offset` fires the views it makes due before the
+    /// statement completes.
+    pub async fn alter_system(&self, name: &str, value: Option<&str>) -> Result<CommandDone> {
         if name == MEMORY_LIMIT {
             return Err(WeirError::new(
                 sqlstate::CANT_CHANGE_RUNTIME_PARAM,
@@ -115,7 +145,7 @@ impl Engine {
                 "Restart weir with --memory-limit (or WEIR_MEMORY_LIMIT), e.g. --memory-limit 2GB.",
             ));
         }
-        if name != CHECKPOINT_INTERVAL {
+        if name != CHECKPOINT_INTERVAL && name != EMIT_CLOCK_OFFSET {
             return Err(unknown(name));
         }
         let mut batch = WriteBatch::new();
@@ -139,9 +169,14 @@ impl Engine {
             }
         };
         self.catalog.store().commit(batch)?;
-        self.system_settings
-            .stored_checkpoint_interval_ms
-            .store(stored, Ordering::Relaxed);
+        if name == EMIT_CLOCK_OFFSET {
+            self.set_emit_clock_offset_ms(if stored == u64::MAX { 0 } else { stored });
+            self.fire_due_views().await;
+        } else {
+            self.system_settings
+                .stored_checkpoint_interval_ms
+                .store(stored, Ordering::Relaxed);
+        }
         Ok(CommandDone::new("ALTER SYSTEM"))
     }
 }

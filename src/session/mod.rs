@@ -443,6 +443,18 @@ impl Session {
                 self.engine
                     .execute_privilege_statement(statement, &self.actor())?,
             )),
+            Action::Utility(Utility::AlterSystem { name, value }) => {
+                if !self.actor().superuser {
+                    return Err(WeirError::new(
+                        crate::error::sqlstate::INSUFFICIENT_PRIVILEGE,
+                        format!("permission denied to set parameter \"{name}\""),
+                    )
+                    .with_hint("ALTER SYSTEM changes every session: only superusers may run it."));
+                }
+                Ok(Outcome::Done(
+                    self.engine.alter_system(name, value.as_deref()).await?,
+                ))
+            }
             Action::Utility(Utility::CopyTo { query, options }) => {
                 self.copy_out(query, options).await
             }
@@ -577,6 +589,7 @@ impl Session {
                 rows(schema, names)
             }
             Utility::Flush
+            | Utility::AlterSystem { .. }
             | Utility::DropSource { .. }
             | Utility::CopyTo { .. }
             | Utility::Sink(_)
@@ -598,18 +611,6 @@ impl Session {
             }
             Utility::AlterRetention(alter) => {
                 Ok(Outcome::Done(self.engine.alter_retention(alter)?))
-            }
-            Utility::AlterSystem { name, value } => {
-                if !self.actor().superuser {
-                    return Err(WeirError::new(
-                        crate::error::sqlstate::INSUFFICIENT_PRIVILEGE,
-                        format!("permission denied to set parameter \"{name}\""),
-                    )
-                    .with_hint("ALTER SYSTEM changes every session: only superusers may run it."));
-                }
-                Ok(Outcome::Done(
-                    self.engine.alter_system(name, value.as_deref())?,
-                ))
             }
             Utility::Show { name } => {
                 let value = match self.engine.system_setting(name) {

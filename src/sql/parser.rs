@@ -143,6 +143,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         create,
         text,
         emit,
+        every,
     }) = materialized::split(&tokens)
     {
         let text = render(&text);
@@ -156,6 +157,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
             _ => super::ViewOptions::default(),
         };
         options.lookup_tables = lookup_tables;
+        if let Some(every) = every {
+            options.firing_interval_ns = Some(super::view_options::firing_interval(every)?);
+        }
         return Ok(Statement::CreateMaterializedView(Box::new(
             MaterializedView {
                 statement: windows::rewrite_streaming(statement)?,

@@ -4,6 +4,10 @@
 
 use datafusion::sql::sqlparser::ast::{CreateTableOptions, Expr, SqlOption, Value};
 
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::dialect::WeirDialect;
 use super::interval::interval_nanoseconds;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::stream::{LatePolicy, UNBOUNDED_LATENESS_NS};
@@ -19,6 +23,9 @@ pub struct ViewOptions {
     /// Tables the query joins `FOR SYSTEM_TIME AS OF` the processing time
     /// (lookup joins; not a WITH option, the query's own clause).
     pub lookup_tables: Vec<String>,
+    /// `EMIT EVERY interval` (not a WITH option, the EMIT clause's): the
+    /// view's changes are published at most this often.
+    pub firing_interval_ns: Option<i64>,
 }
 
 /// The options a view's WITH (...) lists (late data `drop`, no TTL
@@ -59,7 +66,24 @@ pub fn view_options(options: &CreateTableOptions) -> Result<ViewOptions> {
         late: late_policy(policy, lateness_ns)?,
         state_ttl_ns,
         lookup_tables: Vec::new(),
+        firing_interval_ns: None,
     })
+}
+
+/// The interval of `EMIT EVERY interval`: `INTERVAL '1' MINUTE` or
+/// `'30 seconds'`, as nanoseconds.
+pub fn firing_interval(tokens: Vec<TokenWithSpan>) -> Result<i64> {
+    let dialect = WeirDialect::for_tokens(tokens.len());
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let expression = parser
+        .parse_expr()
+        .ok()
+        .filter(|_| parser.peek_token().token == Token::EOF);
+    let Some(expression) = expression else {
+        return Err(WeirError::syntax("EMIT EVERY takes an interval")
+            .with_hint("Write EMIT EVERY INTERVAL '1' MINUTE or EMIT EVERY '30 seconds'."));
+    };
+    duration("EMIT EVERY", &expression)
 }
 
 fn late_policy(policy: Option<&str>, lateness_ns: Option<i64>) -> Result<LatePolicy> {
@@ -138,9 +162,25 @@ fn duration(option: &str, value: &Expr) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::ast::Statement;
-    use datafusion::sql::sqlparser::parser::Parser;
+    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+
+    fn every(interval: &str) -> Result<i64> {
+        let tokens = Tokenizer::new(&WeirDialect::new(), interval)
+            .tokenize_with_location()
+            .unwrap();
+        firing_interval(tokens)
+    }
+
+    #[test]
+    fn emit_every_takes_a_positive_interval() {
+        assert_eq!(every("INTERVAL '1' MINUTE").unwrap(), 60_000_000_000);
+        assert_eq!(every("'30 seconds'").unwrap(), 30_000_000_000);
+        for bad in ["'0 seconds'", "INTERVAL '1' MONTH", "'-1 minute'", "'soon'"] {
+            assert_eq!(every(bad).unwrap_err().code, "22023", "{bad}");
+        }
+        assert_eq!(every("1 +").unwrap_err().code, "42601");
+    }
 
     /// The options of a view created `WITH` them.
     fn options(with: &str) -> Result<ViewOptions> {

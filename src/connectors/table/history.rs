@@ -1,6 +1,7 @@
 //! A table's stored rows replayed as the messages live appends produced:
 //! each row with the watermark it arrived under, and watermarks raised
-//! between rows where they were raised. Read entry by entry from the store,
+//! between rows where they were raised, and `EMIT EVERY` firings between
+//! the rows they happened after. Read entry by entry from the store,
 //! so backfilling a view or recovering one holds one entry at a time.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,8 @@ pub struct History {
     /// The table's watermark definition with nothing seen; None without one.
     tracker: Option<WatermarkTracker>,
     ticks: BTreeMap<u64, i64>,
+    /// Views fired, by the row count they fired at (from `from` on).
+    firings: BTreeMap<u64, Vec<u64>>,
     /// Messages start at this row; earlier rows only move the watermark.
     from: u64,
     to: u64,
@@ -27,7 +30,7 @@ impl History {
     pub(super) fn new(
         entries: EntryReader,
         tracker: Option<WatermarkTracker>,
-        ticks: BTreeMap<u64, i64>,
+        (ticks, firings): (BTreeMap<u64, i64>, BTreeMap<u64, Vec<u64>>),
         from: u64,
         to: u64,
     ) -> Self {
@@ -35,6 +38,7 @@ impl History {
             entries,
             tracker,
             ticks,
+            firings,
             from,
             to,
             ticks_applied_to: 0,
@@ -43,19 +47,28 @@ impl History {
     }
 
     /// Raises the watermark by the ticks logged up to row `at` (inclusive),
-    /// emitting those at or after the replay's start.
+    /// emitting those at or after the replay's start, and fires the views
+    /// fired there (a firing at a tick's row after the tick: the order of
+    /// the two does not change what the views hold after both).
     fn apply_ticks(&mut self, at: u64, messages: &mut Vec<Message>) {
         if at < self.ticks_applied_to {
             return;
         }
-        let Some(tracker) = self.tracker.as_mut() else {
-            return;
-        };
-        for (&row, &watermark) in self.ticks.range(self.ticks_applied_to..=at) {
-            tracker.raise_to(watermark);
-            if row >= self.from {
-                messages.push(Message::Watermark(watermark));
+        let range = self.ticks_applied_to..=at;
+        let mut firings = self.firings.range(range.clone()).peekable();
+        if let Some(tracker) = self.tracker.as_mut() {
+            for (&row, &watermark) in self.ticks.range(range) {
+                while let Some((_, views)) = firings.next_if(|(&fired, _)| fired < row) {
+                    messages.extend(views.iter().map(|&view| Message::Fire(view)));
+                }
+                tracker.raise_to(watermark);
+                if row >= self.from {
+                    messages.push(Message::Watermark(watermark));
+                }
             }
+        }
+        for (_, views) in firings {
+            messages.extend(views.iter().map(|&view| Message::Fire(view)));
         }
         self.ticks_applied_to = at.saturating_add(1);
     }

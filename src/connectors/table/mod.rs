@@ -31,6 +31,7 @@ mod character_limits;
 mod clock;
 mod commit_gate;
 mod entries;
+mod firings;
 mod group_commit;
 mod history;
 mod legacy;
@@ -47,6 +48,7 @@ pub use changes::TableChanges;
 pub use clock::{ticks_prefix, unix_now_ns};
 pub use commit_gate::CommitGate;
 pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
+pub use firings::{firings_prefix, Firing};
 pub use group_commit::GroupCommitter;
 pub use history::History;
 pub use transaction::{PendingWrites, MAX_TRANSACTION_BYTES};
@@ -112,6 +114,8 @@ pub struct TableLog {
     proctime: Option<usize>,
     /// Watermarks raised between rows, by the row count at the time.
     ticks: Mutex<BTreeMap<u64, i64>>,
+    /// `EMIT EVERY` firings of the views reading it, by the row count.
+    firings: Mutex<BTreeMap<u64, Firing>>,
     /// `WITH (retention = ...)`: rows this far behind the watermark go.
     /// `NO_RETENTION` when rows are kept; ALTER TABLE changes it.
     retention_ns: AtomicI64,
@@ -175,6 +179,7 @@ impl TableLog {
         // Rows a statement spilled before a crash or failure are not the table's.
         entries::delete_from(&*store, id, head.rows)?;
         let ticks = load_ticks(&*store, id)?;
+        let firings = firings::load_firings(&*store, id)?;
         if let Some(tracker) = tracker.as_mut() {
             tracker.seen_up_to(head.max_event_ns);
             if let Some(highest) = ticks.values().max() {
@@ -222,6 +227,7 @@ impl TableLog {
             clock: clock.map(Mutex::new),
             proctime,
             ticks: Mutex::new(ticks),
+            firings: Mutex::new(firings),
             retention_ns: AtomicI64::new(retention_ns(
                 stream.and_then(|stream| stream.retention_ms),
             )),
@@ -348,10 +354,14 @@ impl TableLog {
                 .unwrap_or_else(|p| p.into_inner())
                 .restarted()
         });
-        let ticks = self.ticks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let ticks = lock(&self.ticks).clone();
+        let firings = lock(&self.firings)
+            .range(offset..)
+            .map(|(&row, firing)| (row, firing.views.clone()))
+            .collect();
         let entries =
             EntryReader::new(&*self.store, self.id, self.schema.clone(), None, offset, to)?;
-        Ok(History::new(entries, tracker, ticks, offset, to))
+        Ok(History::new(entries, tracker, (ticks, firings), offset, to))
     }
 
     /// Rows still kept (retention deletes the oldest), log entries and the

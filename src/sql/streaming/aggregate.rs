@@ -99,6 +99,12 @@ impl Planner<'_> {
             }
             _ => None,
         };
+        if self.fires && session.is_some() {
+            return Err(unsupported(
+                "EMIT EVERY over SESSION windows is not supported yet",
+                "Use TUMBLE or HOP windows with EMIT EVERY, or leave out EMIT EVERY to see sessions update as rows arrive.",
+            ));
+        }
         // The output's watermark column: the window column the result is
         // final on (for sessions only their end: starts can be early).
         let output_column = match (&window_group, &session) {
@@ -106,12 +112,15 @@ impl Planner<'_> {
             (Some(group), None) => Some(group.column),
             _ => None,
         };
+        // Under EMIT EVERY a window's row shows before it closes: the
+        // result is corrected, and final on no column.
         segment.watermark = output_column
-            .filter(|_| self.emit == EmitMode::OnWindowClose)
+            .filter(|_| self.emit == EmitMode::OnWindowClose && !self.fires)
             .map(|column| schema.field(column).name().clone());
         // Under `update` a closed window can still be corrected.
-        segment.updating =
-            self.emit == EmitMode::OnUpdate || matches!(late, LatePolicy::Update { .. });
+        segment.updating = self.emit == EmitMode::OnUpdate
+            || self.fires
+            || matches!(late, LatePolicy::Update { .. });
         segment.window = None;
         if let Some(columns) = session {
             segment
@@ -142,6 +151,7 @@ impl Planner<'_> {
             late,
             side_output: self.side_output.clone(),
             retracting,
+            fires: self.fires,
         }));
         Ok(segment)
     }

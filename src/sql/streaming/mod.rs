@@ -32,7 +32,7 @@ use crate::connectors::table::DurableTable;
 use crate::connectors::view_result::MaterializedViewTable;
 use crate::error::{Result, WeirError};
 use crate::stream::operators::aggregate::late::SideOutputShape;
-use crate::stream::operators::window::WindowSpec;
+use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::{EmitMode, LatePolicy};
 use errors::{has_subquery, no_watermark, refused, shown, unsupported};
 pub use join::JoinNode;
@@ -74,6 +74,8 @@ pub struct StreamPlan {
     pub reads: Vec<String>,
     pub schema: SchemaRef,
     pub emit: EmitMode,
+    /// `EMIT EVERY`: how often the view's changes are published.
+    pub firing_interval_ns: Option<i64>,
     pub output: StreamInfo,
     /// A function in the query whose result changes between calls (now(),
     /// random(), ...): such a view cannot be maintained.
@@ -100,8 +102,12 @@ impl StreamPlan {
 
     /// The operator graph, result first, as EXPLAIN prints it.
     pub fn explain(&self, name: &str) -> Vec<String> {
+        let every = self
+            .firing_interval_ns
+            .map(|interval_ns| format!(" every={}", describe_duration(interval_ns)))
+            .unwrap_or_default();
         let mut lines = vec![format!(
-            "Materialize: {name} emit={}{}",
+            "Materialize: {name} emit={}{every}{}",
             self.emit.describe(),
             match &self.output.watermark {
                 Some(column) if !self.output.updating => format!(" watermark={column}"),
@@ -122,7 +128,10 @@ pub fn plan(
     props: &ExecutionProps,
 ) -> Result<StreamPlan> {
     let late = options.late;
+    let options_firing = options.firing_interval_ns;
+    let fires = options_firing.is_some();
     let mut planner = Planner {
+        fires,
         sources,
         props,
         emit,
@@ -143,6 +152,12 @@ pub fn plan(
     // EMIT ON WINDOW CLOSE and late_data name one aggregate: the view's.
     // Without them every aggregate emits on update, each over the changes
     // of what it reads (nested GROUP BYs, aggregates in join inputs).
+    if fires && planner.aggregates != 1 {
+        return Err(unsupported(
+            "EMIT EVERY on a materialized view without exactly one GROUP BY",
+            "EMIT EVERY publishes an aggregate's changes on a schedule: group the rows (by a TUMBLE or HOP window, or by keys), with any inner aggregate in its own materialized view.",
+        ));
+    }
     if planner.aggregates > 1 && (emit != EmitMode::OnUpdate || late != LatePolicy::Drop) {
         return Err(unsupported(
             "more than one GROUP BY in a materialized view with EMIT ON WINDOW CLOSE or late_data",
@@ -176,6 +191,7 @@ pub fn plan(
         reads: planner.reads,
         schema: Arc::new(plan.schema().as_arrow().clone()),
         emit,
+        firing_interval_ns: options_firing,
         output,
         non_deterministic: planner.non_deterministic,
     })
@@ -266,6 +282,8 @@ impl Segment {
 }
 
 struct Planner<'a> {
+    /// `EMIT EVERY`: the view's aggregate publishes at firings.
+    fires: bool,
     sources: &'a dyn Sources,
     props: &'a ExecutionProps,
     emit: EmitMode,

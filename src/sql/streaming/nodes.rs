@@ -78,6 +78,8 @@ pub struct AggregateNode {
     pub side_output: Option<SideOutputShape>,
     /// Its input retracts rows (the last call, hidden, counts a group's rows).
     pub retracting: bool,
+    /// `EMIT EVERY`: changes wait for the view's firings.
+    pub fires: bool,
 }
 
 impl AggregateNode {
@@ -85,8 +87,9 @@ impl AggregateNode {
     /// state is read once, at close, so it can be vectorised
     /// (`WindowAggregateOperator`): the window if so.
     fn vectorised_window(&self) -> Option<WindowGroup> {
-        let closes_once =
-            self.emit == EmitMode::OnWindowClose && self.late.allowed_lateness_ns() == 0;
+        let closes_once = self.emit == EmitMode::OnWindowClose
+            && self.late.allowed_lateness_ns() == 0
+            && !self.fires;
         self.window.filter(|_| closes_once)
     }
 }
@@ -146,15 +149,21 @@ impl StreamNode {
                     late_handling(node.late, late_rows, node.side_output),
                     crate::stream::parallelism::window_partitions(),
                 )?),
-                None => Box::new(AggregateOperator::new(
-                    node.groups,
-                    node.calls,
-                    node.window,
-                    node.emit,
-                    node.schema,
-                    late_handling(node.late, late_rows, node.side_output),
-                    node.retracting,
-                )?),
+                None => {
+                    let mut operator = AggregateOperator::new(
+                        node.groups,
+                        node.calls,
+                        node.window,
+                        node.emit,
+                        node.schema,
+                        late_handling(node.late, late_rows, node.side_output),
+                        node.retracting,
+                    )?;
+                    if node.fires {
+                        operator.publish_at_firings();
+                    }
+                    Box::new(operator)
+                }
             },
         })
     }
@@ -204,6 +213,9 @@ impl StreamNode {
                     node.display_calls.join(", "),
                     node.emit.describe()
                 );
+                if node.fires {
+                    line.push_str(" at_firings");
+                }
                 if node.retracting {
                     line.push_str(" retracts");
                 }

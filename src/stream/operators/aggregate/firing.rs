@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, AsArray, BinaryArray, BooleanArray, Int64Array};
+use datafusion::arrow::array::{
+    new_empty_array, ArrayRef, AsArray, BinaryArray, BooleanArray, Int64Array,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
@@ -111,7 +113,11 @@ impl PendingGroups {
                 None => Ok(null.clone()),
             });
             let values = values.collect::<datafusion::error::Result<Vec<_>>>()?;
-            let column = ScalarValue::iter_to_array(values)?;
+            // Taken by a firing since the last checkpoint: none left.
+            let column = match values.is_empty() {
+                true => new_empty_array(data_type),
+                false => ScalarValue::iter_to_array(values)?,
+            };
             fields.push(Field::new(
                 format!("value_{index}"),
                 data_type.clone(),
@@ -343,6 +349,10 @@ mod tests {
         assert!(pending.checkpoint(&types).unwrap().is_none(), "unchanged");
         let mut restored = PendingGroups::restore(&entry, &types).unwrap();
         assert_eq!(restored.take_all(), pending.take_all());
+        // A firing took them all: the entry says none are left.
+        let emptied = pending.checkpoint(&types).unwrap().expect("changed");
+        let mut restored = PendingGroups::restore(&emptied, &types).unwrap();
+        assert!(restored.take_all().is_empty());
         assert!(PendingGroups::restore(b"garbage", &types).is_err());
     }
 

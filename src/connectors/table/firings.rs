@@ -1,0 +1,186 @@
+//! `EMIT EVERY` firings in a table's log: a firing of views reading the
+//! table is logged at the table's row count (`firings/<table>/<row
+//! offset>` → when, and which views) and committed with the views' changes
+//! it caused, so replay after a crash fires the same views between the
+//! same rows. Several firings at one row count are one entry: between them
+//! no row changed anything, so their order does not matter.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::group_commit::{commit_with_views, SingleWrite};
+use super::TableLog;
+use crate::error::{sqlstate, Result, WeirError};
+use crate::state::{key, StateStore, WriteBatch};
+use crate::stream::Message;
+
+/// The views fired at one row count, and when the last of them fired.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Firing {
+    /// Processing time of the firing (the engine's clock), in nanoseconds.
+    pub unix_ns: i64,
+    /// View ids, ascending.
+    pub views: Vec<u64>,
+}
+
+impl Firing {
+    fn encode(&self) -> Vec<u8> {
+        let mut value = self.unix_ns.to_be_bytes().to_vec();
+        for view in &self.views {
+            value.extend_from_slice(&view.to_be_bytes());
+        }
+        value
+    }
+
+    fn decode(value: &[u8]) -> Option<Firing> {
+        if value.len() < 8 || value.len() % 8 != 0 {
+            return None;
+        }
+        let mut words = value
+            .chunks_exact(8)
+            .map(|chunk| u64::from_be_bytes(chunk.try_into().unwrap_or_default()));
+        let unix_ns = words.next()? as i64;
+        Some(Firing {
+            unix_ns,
+            views: words.collect(),
+        })
+    }
+
+    /// This firing with `views` fired again at `unix_ns`.
+    fn merged(&self, views: &[u64], unix_ns: i64) -> Firing {
+        let mut merged = self.views.clone();
+        merged.extend_from_slice(views);
+        merged.sort_unstable();
+        merged.dedup();
+        Firing {
+            unix_ns: unix_ns.max(self.unix_ns),
+            views: merged,
+        }
+    }
+}
+
+pub fn firings_prefix(table_id: u64) -> Vec<u8> {
+    let mut prefix = key(&[b"firings", &table_id.to_be_bytes()]);
+    prefix.push(b'/');
+    prefix
+}
+
+fn firing_key(table_id: u64, offset: u64) -> Vec<u8> {
+    let mut entry = firings_prefix(table_id);
+    entry.extend_from_slice(&offset.to_be_bytes());
+    entry
+}
+
+/// Logged firings by the row count they happened at.
+pub fn load_firings(store: &dyn StateStore, table_id: u64) -> Result<BTreeMap<u64, Firing>> {
+    let prefix = firings_prefix(table_id);
+    let mut firings = BTreeMap::new();
+    for (stored_key, value) in store.scan_prefix(&prefix)? {
+        let offset = stored_key[prefix.len()..]
+            .try_into()
+            .map(u64::from_be_bytes)
+            .ok();
+        let (Some(offset), Some(firing)) = (offset, Firing::decode(&value)) else {
+            return Err(WeirError::new(
+                sqlstate::DATA_CORRUPTED,
+                "a table's logged EMIT EVERY firing is malformed",
+            ));
+        };
+        firings.insert(offset, firing);
+    }
+    Ok(firings)
+}
+
+impl TableLog {
+    /// Fires `views` now (their aggregates publish what they held), logged
+    /// at the row count; returns that row count. Like a write, it
+    /// completes in its own task once started.
+    pub async fn fire_views(self: &Arc<Self>, views: Vec<u64>, unix_ns: i64) -> Result<u64> {
+        let writer = self.writer.clone().lock_owned().await;
+        // Logged at the row count: the table's writes must be in.
+        self.quiesce().await;
+        self.check_not_dropped()?;
+        let log = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let (offset, write, firing) = log.firing_write(&views, unix_ns);
+            let messages = views.iter().map(|&view| Message::Fire(view)).collect();
+            let mut fired = Some(firing);
+            let mut publish = || {
+                if let Some(firing) = fired.take() {
+                    log.firing_logged(offset, firing);
+                }
+            };
+            let mut group = SingleWrite {
+                table: &log.name,
+                messages: Some(messages),
+            };
+            let outcome = commit_with_views(
+                &*log.store,
+                write,
+                log.committer.observer(),
+                &mut group,
+                &mut publish,
+            );
+            drop(writer);
+            outcome.map(|()| offset).map_err(|failure| failure.error)
+        })
+        .await
+        .map_err(|error| WeirError::internal(format!("firing task failed: {error}")))?
+    }
+
+    /// The log entry of firing `views` at the current row count (with the
+    /// writes held off): the row count, the write, and the entry.
+    pub fn firing_write(&self, views: &[u64], unix_ns: i64) -> (u64, WriteBatch, Firing) {
+        let offset = self.row_count();
+        let firing = lock(&self.firings)
+            .get(&offset)
+            .cloned()
+            .unwrap_or_default()
+            .merged(views, unix_ns);
+        let mut write = WriteBatch::new();
+        write.put(firing_key(self.id, offset), firing.encode());
+        (offset, write, firing)
+    }
+
+    /// A firing's entry is durable: replays from now on meet it.
+    pub fn firing_logged(&self, offset: u64, firing: Firing) {
+        lock(&self.firings).insert(offset, firing);
+    }
+
+    /// Where and when `view` last fired: (row count, processing time).
+    pub fn last_firing_of(&self, view: u64) -> Option<(u64, i64)> {
+        lock(&self.firings)
+            .iter()
+            .rev()
+            .find(|(_, firing)| firing.views.binary_search(&view).is_ok())
+            .map(|(&offset, firing)| (offset, firing.unix_ns))
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_firing_entry_round_trips_and_merges() {
+        let firing = Firing {
+            unix_ns: -5,
+            views: vec![3, 9],
+        };
+        assert_eq!(Firing::decode(&firing.encode()), Some(firing.clone()));
+        let merged = firing.merged(&[9, 4], 7);
+        assert_eq!(
+            merged,
+            Firing {
+                unix_ns: 7,
+                views: vec![3, 4, 9]
+            }
+        );
+        assert_eq!(Firing::decode(b"short"), None);
+        assert_eq!(Firing::decode(&[0; 12]), None);
+    }
+}
