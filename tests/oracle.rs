@@ -29,6 +29,12 @@
 //! the final watermark. `<view>_late` has the late row's `[ts, ts + gap)`.
 //! Rows with a NULL time are in no window and never late; NULL keys group.
 //!
+//! `EMIT EVERY` views (TUMBLE on update and on window close with
+//! `late_data = 'update'`, HOP, GROUP BY key) fire when the test moves the
+//! clock on (`ALTER SYSTEM SET emit_clock_offset`), at random points and
+//! before each check: right after a firing such a view equals the same view
+//! emitting on update, over the rows seen up to the firing.
+//!
 //! A quarter of the statements are INSERT ... SELECT from a staging table,
 //! with and without ORDER BY: a statement's rows reach the views in the
 //! query's order.
@@ -585,11 +591,32 @@ enum ViewKind {
         late_data: LateData,
         gap: i64,
     },
+    /// The view of this kind with `EMIT EVERY INTERVAL '1' HOUR` added.
+    Fired(FiredKind),
+}
+
+/// The kinds a view with `EMIT EVERY` is made of.
+#[derive(Debug, Clone, Copy)]
+enum FiredKind {
+    Tumble(Emit, LateData),
+    Hop(Emit),
+    ByKey,
+}
+
+impl FiredKind {
+    /// The view without EMIT EVERY, emitting as `emit`.
+    fn base(self, emit_of: fn(Emit) -> Emit) -> ViewKind {
+        match self {
+            FiredKind::Tumble(emit, late_data) => ViewKind::Tumble(emit_of(emit), late_data),
+            FiredKind::Hop(emit) => ViewKind::Hop(emit_of(emit)),
+            FiredKind::ByKey => ViewKind::ByKey,
+        }
+    }
 }
 
 /// One view of every kind; the seed picks the allowed lateness and the
 /// SESSION gap.
-fn view_kinds(seed: u64) -> [ViewKind; 15] {
+fn view_kinds(seed: u64) -> [ViewKind; 19] {
     let lateness = ALLOWED_LATENESS_MS[seed as usize % ALLOWED_LATENESS_MS.len()];
     let update = LateData::Update(lateness);
     let gap = SESSION_GAPS_MS[seed as usize % SESSION_GAPS_MS.len()];
@@ -614,6 +641,10 @@ fn view_kinds(seed: u64) -> [ViewKind; 15] {
         session(Emit::OnWindowClose, update),
         session(Emit::OnUpdate, update),
         session(Emit::OnUpdate, LateData::SideOutput),
+        ViewKind::Fired(FiredKind::Tumble(Emit::OnUpdate, LateData::Drop)),
+        ViewKind::Fired(FiredKind::Tumble(Emit::OnWindowClose, update)),
+        ViewKind::Fired(FiredKind::Hop(Emit::OnWindowClose)),
+        ViewKind::Fired(FiredKind::ByKey),
     ]
 }
 
@@ -674,6 +705,14 @@ fn full_select(source: &str, emit: Emit) -> String {
 /// HOP, CUMULATE and SESSION, and an explicit `late_data = 'drop'` for
 /// TUMBLE and SESSION.
 fn create_sql(name: &str, table: &str, kind: ViewKind, flink: bool) -> String {
+    if let ViewKind::Fired(fired) = kind {
+        let base = create_sql(name, table, fired.base(|emit| emit), flink);
+        return match base.strip_suffix(" EMIT ON WINDOW CLOSE") {
+            Some(body) if flink => format!("{body} EMIT EVERY INTERVAL '1' HOUR ON WINDOW CLOSE"),
+            Some(body) => format!("{body} EMIT ON WINDOW CLOSE AND EVERY '1 hour'"),
+            None => format!("{base} EMIT EVERY INTERVAL '60' MINUTE"),
+        };
+    }
     let (with, body) = match kind {
         ViewKind::Tumble(emit, late_data) => {
             let source = format!("TUMBLE({table}, ts, INTERVAL '1' MINUTE)");
@@ -711,6 +750,9 @@ fn create_sql(name: &str, table: &str, kind: ViewKind, flink: bool) -> String {
             );
             (with_clause(late_data, flink), body)
         }
+        ViewKind::Fired(_) => {
+            unreachable!("an EMIT EVERY view is its base view's SQL plus the clause")
+        }
     };
     format!("CREATE MATERIALIZED VIEW {name}{with} AS {body}")
 }
@@ -736,7 +778,20 @@ fn expected(kind: ViewKind, events: &[Event]) -> Expected {
             late_data,
             gap,
         } => expect_session(events, emit, late_data, gap),
+        // Just after a firing: as on update.
+        ViewKind::Fired(fired) => expected(fired.base(|_| Emit::OnUpdate), events),
     }
+}
+
+/// Moves the server's clock on by an hour: every `EMIT EVERY` view with
+/// rows since its last firing fires before the statement completes.
+async fn fire(client: &Client) {
+    static HOURS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let hours = HOURS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    client
+        .batch_execute(&format!("ALTER SYSTEM SET emit_clock_offset = '{hours}h'"))
+        .await
+        .unwrap();
 }
 
 /// A view's rows, each value as an optional i64 (timestamps in ms), sorted.
@@ -862,8 +917,10 @@ impl Scenario {
         }
     }
 
-    /// Checks every view against the oracle over the rows inserted so far.
+    /// Checks every view against the oracle over the rows inserted so far
+    /// (the `EMIT EVERY` views just after a firing).
     async fn check(&self, client: &Client, inserted: &[Event]) {
+        fire(client).await;
         for (name, kind) in &self.views {
             check_view(client, self.seed, name, expected(*kind, inserted)).await;
         }
@@ -895,7 +952,12 @@ async fn run_seed(client: &Client, seed: u64) {
     let mut scenario = Scenario::create_table(client, seed).await;
     scenario.create_views(client, "early").await;
     let mut inserted = Vec::new();
+    // Its own generator: the rows and statements stay those of the seed.
+    let mut firings = Rng(seed ^ 0xf1e5);
     for (index, batch) in batches.iter().enumerate() {
+        if firings.range(0, 4) == 0 {
+            fire(client).await;
+        }
         // A quarter of the statements are INSERT ... SELECT.
         let sql = match rng.range(0, 8) {
             0 => insert_select_sql(&scenario.table, batch, inserted.len(), true),

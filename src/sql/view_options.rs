@@ -83,7 +83,12 @@ pub fn firing_interval(tokens: Vec<TokenWithSpan>) -> Result<i64> {
         return Err(WeirError::syntax("EMIT EVERY takes an interval")
             .with_hint("Write EMIT EVERY INTERVAL '1' MINUTE or EMIT EVERY '30 seconds'."));
     };
-    duration("EMIT EVERY", &expression)
+    positive_nanoseconds(&expression).ok_or_else(|| {
+        invalid(format!(
+            "EMIT EVERY {expression} is not a positive, fixed-length interval"
+        ))
+        .with_hint("Write it like EMIT EVERY INTERVAL '1' MINUTE or EMIT EVERY '30 seconds'.")
+    })
 }
 
 fn late_policy(policy: Option<&str>, lateness_ns: Option<i64>) -> Result<LatePolicy> {
@@ -144,19 +149,22 @@ fn lateness(value: &Expr) -> Result<i64> {
 
 /// `'10 minutes'` or `INTERVAL '10' MINUTE`, as nanoseconds.
 fn duration(option: &str, value: &Expr) -> Result<i64> {
+    positive_nanoseconds(value).ok_or_else(|| {
+        invalid(format!(
+            "{option} = {value} is not a positive, fixed-length interval"
+        ))
+        .with_hint("Write it like '10 minutes', '2 hours' or INTERVAL '30' SECOND.")
+    })
+}
+
+fn positive_nanoseconds(value: &Expr) -> Option<i64> {
     let nanoseconds = match value {
         Expr::Interval(_) => interval_nanoseconds(value),
         _ => text(value).and_then(|text| super::interval::text_nanoseconds(&text)),
     };
-    match nanoseconds {
-        Some(nanoseconds) if nanoseconds > 0 && nanoseconds <= i64::MAX as i128 / 4 => {
-            Ok(nanoseconds as i64)
-        }
-        _ => Err(invalid(format!(
-            "{option} = {value} is not a positive, fixed-length interval"
-        ))
-        .with_hint("Write it like '10 minutes', '2 hours' or INTERVAL '30' SECOND.")),
-    }
+    nanoseconds
+        .filter(|&nanoseconds| nanoseconds > 0 && nanoseconds <= i64::MAX as i128 / 4)
+        .map(|nanoseconds| nanoseconds as i64)
 }
 
 #[cfg(test)]

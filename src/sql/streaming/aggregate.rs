@@ -101,7 +101,7 @@ impl Planner<'_> {
         };
         if self.fires && session.is_some() {
             return Err(unsupported(
-                "EMIT EVERY over SESSION windows is not supported yet",
+                "EMIT EVERY over SESSION windows",
                 "Use TUMBLE or HOP windows with EMIT EVERY, or leave out EMIT EVERY to see sessions update as rows arrive.",
             ));
         }

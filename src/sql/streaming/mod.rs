@@ -154,7 +154,7 @@ pub fn plan(
     // of what it reads (nested GROUP BYs, aggregates in join inputs).
     if fires && planner.aggregates != 1 {
         return Err(unsupported(
-            "EMIT EVERY on a materialized view without exactly one GROUP BY",
+            "EMIT EVERY without exactly one GROUP BY",
             "EMIT EVERY publishes an aggregate's changes on a schedule: group the rows (by a TUMBLE or HOP window, or by keys), with any inner aggregate in its own materialized view.",
         ));
     }

@@ -31,6 +31,9 @@ use crate::stream::operator::Output;
 /// The checkpoint entry of an aggregate's pending groups.
 const PENDING_ENTRY: &[u8] = b"pending";
 
+/// A pending group's map entry and bookkeeping besides its key and row.
+const PENDING_OVERHEAD_BYTES: usize = 64;
+
 /// A group: its window end and key (row format).
 pub type GroupId = (i64, Vec<u8>);
 
@@ -61,6 +64,17 @@ impl PendingGroups {
         self.shown.insert((end, key.to_vec()), shown()?);
         self.dirty = true;
         Ok(())
+    }
+
+    /// What the pending groups take in memory, roughly.
+    pub fn memory_bytes(&self) -> usize {
+        self.shown
+            .iter()
+            .map(|((_, key), row)| {
+                let values: usize = row.iter().flatten().map(ScalarValue::size).sum();
+                key.capacity() + values + PENDING_OVERHEAD_BYTES
+            })
+            .sum()
     }
 
     /// Takes every pending group, in (window end, key) order.

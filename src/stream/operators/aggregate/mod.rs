@@ -227,7 +227,11 @@ impl Operator for AggregateOperator {
                 let sizes: usize = accumulators.iter().map(|a| a.size()).sum();
                 key.capacity() + sizes + GROUP_OVERHEAD_BYTES
             })
-            .sum()
+            .sum::<usize>()
+            + self
+                .pending
+                .as_ref()
+                .map_or(0, |pending| pending.memory_bytes())
     }
 
     fn name(&self) -> &'static str {
