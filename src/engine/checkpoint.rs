@@ -177,7 +177,8 @@ impl Engine {
                 }
                 let outcome = tokio::task::spawn_blocking(move || {
                     engine.checkpoint()?;
-                    engine.expire_tables()
+                    engine.expire_tables()?;
+                    engine.trim_firings()
                 })
                 .await;
                 if let Ok(Err(error)) = outcome {
@@ -298,7 +299,7 @@ impl Engine {
         Ok(replayed)
     }
 
-    fn last_epoch(&self) -> Result<Option<EpochRecord>> {
+    pub(super) fn last_epoch(&self) -> Result<Option<EpochRecord>> {
         EpochRecord::read(&**self.catalog.store())
     }
 }

@@ -11,20 +11,21 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DataFusionStatement;
 use datafusion::sql::sqlparser::ast;
 
+use super::backfill::{backfill_and_commit, NewView, NewViewFiring, NewViewInput};
 use super::{CommandDone, Engine, Notice};
 use crate::catalog::{side_output_name, RelationDefinition, RelationKind};
-use crate::connectors::table::{CommitGate, DurableTable, History};
-use crate::connectors::view_result::{RowLayout, ViewResult};
-use crate::engine::relations::{Relations, ViewResults};
+use crate::connectors::table::{CommitGate, DurableTable};
+use crate::connectors::view_result::RowLayout;
+use crate::engine::relations::ViewResults;
 use crate::error::{Result, WeirError};
 use crate::sql::streaming::{self, Sources, StreamInfo, StreamPlan};
 use crate::sql::MaterializedView;
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::view_prefix;
 use crate::stream::checkpoint_store::into_current_generation;
-use crate::stream::dataflow::{SharedDataflow, ViewPipeline};
+use crate::stream::dataflow::ViewPipeline;
 use crate::stream::pipeline::{Branch, LateSink};
-use crate::stream::{Chunk, LateRows, Message};
+use crate::stream::LateRows;
 
 /// The change streams of materialized views, for the views that read them.
 pub(super) type ViewStreams = Mutex<HashMap<String, StreamInfo>>;
@@ -331,134 +332,6 @@ impl Engine {
     }
 }
 
-/// A view being created: its definition, pipeline and what it backfills.
-struct NewView {
-    name: String,
-    definition: RelationDefinition,
-    results: ViewResults,
-    pipeline: ViewPipeline,
-    inputs: Vec<NewViewInput>,
-    firing: Option<NewViewFiring>,
-}
-
-/// An `EMIT EVERY` view fires once when created: through this table, at
-/// this time; `offset` is the row it fired at, once committed.
-struct NewViewFiring {
-    table: Arc<crate::connectors::table::TableLog>,
-    interval_ns: i64,
-    unix_ns: i64,
-    offset: Option<u64>,
-}
-
-/// A relation a new view reads, and its history.
-struct NewViewInput {
-    name: String,
-    /// The table's history (None when the input is a view).
-    table_history: Option<History>,
-    table_rows: Option<u64>,
-}
-
-/// Runs the view's backfill and commits the view with a checkpoint, so a
-/// restart never has a view without state. With a `gate` (and the number
-/// of the statement creating the view), a cancel stops the backfill at its
-/// next chunk and, before the commit starts, leaves nothing behind.
-fn backfill_and_commit(
-    dataflow: &SharedDataflow,
-    catalog: &Relations,
-    view: NewView,
-    gate: Option<(Arc<CommitGate>, u64)>,
-) -> Result<Option<NewViewFiring>> {
-    let mut guard = dataflow.lock();
-    let flow = &mut *guard;
-    if flow.is_broken() {
-        return Err(WeirError::new(
-            "40001",
-            "materialized views are being rebuilt after a failed write",
-        )
-        .with_hint("Retry the statement."));
-    }
-    let mut histories = Vec::new();
-    let mut offsets = Vec::new();
-    for input in view.inputs {
-        let history: Box<dyn Iterator<Item = Result<Vec<Message>>> + Send> =
-            match input.table_history {
-                Some(history) => Box::new(history),
-                None => view_history(catalog.view_result(&input.name))?,
-            };
-        offsets.extend(input.table_rows.map(|rows| (input.name.clone(), rows)));
-        histories.push((input.name, history));
-    }
-    flow.add_view(view.pipeline);
-    // One input after the other: rows of a UNION ALL's first input are
-    // judged before the others have a watermark (docs/decisions.md).
-    let backfilled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut writes = WriteBatch::new();
-        for (input, history) in histories {
-            for chunk in history {
-                if let Some((gate, statement)) = &gate {
-                    gate.check(*statement)?;
-                }
-                writes.extend(flow.push_to(Some(&view.name), &input, chunk?)?);
-                flow.spill_if_large(&mut writes)?;
-            }
-        }
-        if let Some(firing) = &view.firing {
-            // What the backfill found is shown at once.
-            let fire = vec![Message::Fire(view.definition.id)];
-            writes.extend(flow.push_to(Some(&view.name), firing.table.name(), fire)?);
-        }
-        writes.extend(flow.flush()?);
-        Ok(writes)
-    }))
-    .unwrap_or_else(|_| Err(WeirError::internal("the view's backfill failed")));
-    // The cancel point: past it the view commits (or the store fails).
-    let started = backfilled.and_then(|writes| match &gate {
-        Some((gate, statement)) => gate.begin_commit_of(*statement).map(|()| writes),
-        None => Ok(writes),
-    });
-    let mut writes = match started {
-        Ok(writes) => writes,
-        Err(error) => {
-            flow.discard();
-            flow.remove_failed_view(&view.name);
-            return Err(error);
-        }
-    };
-    for (table, rows) in offsets {
-        flow.set_offset(&table, rows);
-    }
-    writes.delete_prefix(view_prefix(view.definition.id));
-    let mut firing = view.firing;
-    let logged = firing.as_mut().map(|firing| {
-        let (offset, write, entry) = firing
-            .table
-            .firing_write(&[view.definition.id], firing.unix_ns);
-        writes.extend(write);
-        firing.offset = Some(offset);
-        (offset, entry)
-    });
-    let outcome = Engine::checkpoint_into(dataflow, flow, &mut writes)
-        .and_then(|()| catalog.commit_materialized_view(view.definition, view.results, writes));
-    if let Some((gate, _)) = &gate {
-        gate.end_commit();
-    }
-    match &outcome {
-        Ok(()) => {
-            flow.publish();
-            if let (Some(firing), Some((offset, entry))) = (&firing, logged) {
-                firing.table.firing_logged(offset, entry);
-            }
-        }
-        Err(_) => {
-            // The checkpoint moved every view's state past the store.
-            flow.discard();
-            flow.remove_view(&view.name);
-            flow.mark_broken();
-        }
-    }
-    outcome.map(|()| firing)
-}
-
 /// The planning state for a view planned by `edition` of weir's SQL: a
 /// view from before `sum(bigint)` was numeric keeps DataFusion's bigint
 /// sum, the type its stored rows and accumulator states have.
@@ -512,22 +385,6 @@ fn branch(planned: streaming::Branch, late_rows: &LateRows) -> Result<Branch> {
         .collect::<Result<Vec<_>>>()?;
     let junction = meeting.junction.operator()?;
     Ok(Branch::meeting(branches, junction, operators))
-}
-
-/// A materialized view's current rows as the messages a new reader starts
-/// from, a batch at a time.
-fn view_history(
-    result: Option<Arc<ViewResult>>,
-) -> Result<Box<dyn Iterator<Item = Result<Vec<Message>>> + Send>> {
-    let result = result.ok_or_else(|| WeirError::internal("view input is missing"))?;
-    let rows = result
-        .rows(None)?
-        .read()?
-        .map(|batch| batch.map(|rows| vec![Message::batch(Chunk::inserts(rows))]));
-    let watermark = result
-        .watermark_ns()
-        .map(|watermark| Ok(vec![Message::Watermark(watermark)]));
-    Ok(Box::new(rows.chain(watermark)))
 }
 
 fn view_name(name: &ast::ObjectName) -> Result<String> {

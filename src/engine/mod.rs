@@ -1,6 +1,7 @@
 //! The database a server serves: the state store, the catalog and the shared
 //! DataFusion context. Opening an engine recovers every stored relation.
 
+mod backfill;
 pub mod checkpoint;
 mod clock;
 pub mod connections;

@@ -3,9 +3,10 @@
 //! offset>` → when, and which views) and committed with the views' changes
 //! it caused, so replay after a crash fires the same views between the
 //! same rows. Several firings at one row count are one entry: between them
-//! no row changed anything, so their order does not matter.
+//! no row changed anything, so their order does not matter. Firings a
+//! checkpoint covers are forgotten, but each view's last.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::group_commit::{commit_with_views, SingleWrite};
@@ -145,6 +146,35 @@ impl TableLog {
     /// A firing's entry is durable: replays from now on meet it.
     pub fn firing_logged(&self, offset: u64, firing: Firing) {
         lock(&self.firings).insert(offset, firing);
+    }
+
+    /// Forgets the firings before row `covered` (the row count the last
+    /// checkpoint has seen: replay starts there), but the last of each
+    /// view (where its schedule resumes after a restart).
+    pub fn trim_firings(&self, covered: u64) -> Result<()> {
+        let mut seen = BTreeSet::new();
+        let mut stale = Vec::new();
+        for (&offset, firing) in lock(&self.firings).iter().rev() {
+            let last_of_a_view = firing.views.iter().any(|view| !seen.contains(view));
+            seen.extend(firing.views.iter().copied());
+            if offset < covered && !last_of_a_view {
+                stale.push(offset);
+            }
+        }
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let mut write = WriteBatch::new();
+        for &offset in &stale {
+            write.delete(firing_key(self.id, offset));
+        }
+        // New firings are logged at the row count, never below `covered`.
+        self.store.commit(write)?;
+        let mut firings = lock(&self.firings);
+        for offset in stale {
+            firings.remove(&offset);
+        }
+        Ok(())
     }
 
     /// Where and when `view` last fired: (row count, processing time).

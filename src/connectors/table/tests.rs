@@ -408,3 +408,52 @@ async fn a_write_to_a_dropped_table_fails_and_writes_nothing() {
     assert_eq!(error.code, "42P01");
     assert_eq!(ids(&plain(10, &store)), vec![1]);
 }
+
+#[tokio::test]
+async fn firings_are_replayed_between_their_rows_and_trimmed_once_covered() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let log = plain(4, &store);
+    log.append(vec![batch(&[1, 2], &["a", "b"])], None)
+        .await
+        .unwrap();
+    assert_eq!(log.fire_views(vec![7], 100).await.unwrap(), 2);
+    // No row since: the same entry, both views.
+    assert_eq!(log.fire_views(vec![9], 150).await.unwrap(), 2);
+    log.append(vec![batch(&[3], &["c"])], None).await.unwrap();
+    assert_eq!(log.fire_views(vec![7], 200).await.unwrap(), 3);
+    let shape = |history: History| -> Vec<String> {
+        messages(history)
+            .into_iter()
+            .map(|message| match message {
+                Message::Batch(chunk) => format!("rows {}", chunk.num_rows()),
+                Message::Fire(view) => format!("fire {view}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    };
+    let reopened = plain(4, &store);
+    assert_eq!(
+        shape(reopened.history().unwrap()),
+        vec!["rows 2", "fire 7", "fire 9", "rows 1", "fire 7"]
+    );
+    assert_eq!(shape(reopened.history_from(3).unwrap()), vec!["fire 7"]);
+    assert_eq!(reopened.last_firing_of(9), Some((2, 150)));
+    assert_eq!(reopened.last_firing_of(7), Some((3, 200)));
+
+    // Covered up to row 3: the entry at 2 stays, as view 9's last.
+    reopened.trim_firings(3).unwrap();
+    assert_eq!(reopened.last_firing_of(9), Some((2, 150)));
+    reopened
+        .append(vec![batch(&[4], &["d"])], None)
+        .await
+        .unwrap();
+    reopened.fire_views(vec![7, 9], 300).await.unwrap();
+    reopened.trim_firings(4).unwrap();
+    let trimmed = plain(4, &store);
+    assert_eq!(
+        shape(trimmed.history().unwrap()),
+        vec!["rows 2", "rows 1", "rows 1", "fire 7", "fire 9"]
+    );
+    assert_eq!(trimmed.last_firing_of(9), Some((4, 300)));
+}
