@@ -178,7 +178,7 @@ impl Engine {
                 let outcome = tokio::task::spawn_blocking(move || {
                     engine.checkpoint()?;
                     engine.expire_tables()?;
-                    engine.trim_firings()
+                    engine.trim_table_logs()
                 })
                 .await;
                 if let Ok(Err(error)) = outcome {
@@ -215,6 +215,22 @@ impl Engine {
             let expired = log.expire(covered)?;
             if expired > 0 {
                 tracing::debug!(table = %definition.name, expired, "expired rows deleted");
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets what tables logged between rows (firings, a PROCTIME()
+    /// table's watermark raises) that the last checkpoint covers and no
+    /// replay needs.
+    pub fn trim_table_logs(&self) -> Result<()> {
+        let Some(record) = self.last_epoch()? else {
+            return Ok(());
+        };
+        for (table, &covered) in &record.offsets {
+            if let Some(log) = self.catalog.table(table) {
+                log.trim_firings(covered)?;
+                log.trim_ticks(covered)?;
             }
         }
         Ok(())
@@ -299,7 +315,7 @@ impl Engine {
         Ok(replayed)
     }
 
-    pub(super) fn last_epoch(&self) -> Result<Option<EpochRecord>> {
+    fn last_epoch(&self) -> Result<Option<EpochRecord>> {
         EpochRecord::read(&**self.catalog.store())
     }
 }

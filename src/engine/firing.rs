@@ -100,19 +100,6 @@ impl Engine {
         lock(&self.firings.views).remove(&view);
     }
 
-    /// Forgets the logged firings the last checkpoint covers.
-    pub fn trim_firings(&self) -> Result<()> {
-        let Some(record) = self.last_epoch()? else {
-            return Ok(());
-        };
-        for (table, &covered) in &record.offsets {
-            if let Some(log) = self.catalog.table(table) {
-                log.trim_firings(covered)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Fires every view that is due, a table's views in one firing.
     pub async fn fire_due_views(&self) {
         let _running = self.firings.running.lock().await;

@@ -3,7 +3,8 @@
 //! clock for a PROCTIME() stream, or, after `watermark_idle_timeout` without
 //! rows, by the time that has passed since the last row. Every raise is
 //! logged with the rows (`ticks/<table>/<row offset>`) and committed with the
-//! views' changes, so replay after a crash sees the same watermarks.
+//! views' changes, so replay after a crash sees the same watermarks; a
+//! PROCTIME() table's raises a checkpoint covers are trimmed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -155,6 +156,44 @@ impl TableLog {
         })
         .await
         .map_err(|error| WeirError::internal(format!("watermark task failed: {error}")))?
+    }
+
+    /// Forgets the raises of a PROCTIME() table before row `covered` (the
+    /// row count the last checkpoint has seen) but the last of them: its
+    /// rows are stamped on arrival, never behind the watermark, so earlier
+    /// raises only closed windows sooner, and a replay from the checkpoint
+    /// needs only the highest. Without this such a table logs a raise every
+    /// clock tick that follows rows, for good. An event-time table keeps
+    /// its raises: an idle raise decides which later rows are late, also
+    /// for a view created later.
+    pub fn trim_ticks(&self, covered: u64) -> Result<()> {
+        let processing_time = self
+            .clock
+            .as_ref()
+            .is_some_and(|clock| lock(clock).processing_time);
+        if !processing_time {
+            return Ok(());
+        }
+        let stale: Vec<u64> = {
+            let ticks = lock(&self.ticks);
+            let mut below: Vec<u64> = ticks.range(..covered).map(|(&row, _)| row).collect();
+            below.pop();
+            below
+        };
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let mut write = WriteBatch::new();
+        for &offset in &stale {
+            write.delete(tick_key(self.id, offset));
+        }
+        // New raises are logged at the row count, never below `covered`.
+        self.store.commit(write)?;
+        let mut ticks = lock(&self.ticks);
+        for offset in stale {
+            ticks.remove(&offset);
+        }
+        Ok(())
     }
 
     /// The name of the PROCTIME() column, if the table has one.

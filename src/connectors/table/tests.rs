@@ -457,3 +457,58 @@ async fn firings_are_replayed_between_their_rows_and_trimmed_once_covered() {
     );
     assert_eq!(trimmed.last_firing_of(9), Some((4, 300)));
 }
+
+#[tokio::test]
+async fn a_proctime_tables_covered_raises_are_trimmed_to_the_last() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let (schema, mut stream) = clocked();
+    let open = |stream: &StreamDefinition| {
+        Arc::new(
+            TableLog::open(
+                5,
+                "t",
+                schema.clone(),
+                &Constraints::default(),
+                Some(stream),
+                GroupCommitter::new(store.clone(), None),
+            )
+            .unwrap(),
+        )
+    };
+    let event_time = open(&stream);
+    for (row, watermark) in [(10, 100), (20, 200), (30, 300)] {
+        event_time
+            .append(vec![times(&schema, &[row])], None)
+            .await
+            .unwrap();
+        event_time.raise_watermark(watermark).await.unwrap();
+    }
+    // An event-time table keeps every raise: they decide lateness.
+    event_time.trim_ticks(3).unwrap();
+    assert_eq!(lock(&event_time.ticks).len(), 3);
+
+    if let Some(watermark) = stream.watermark.as_mut() {
+        (watermark.processing_time, watermark.idle_timeout_ms) = (true, None);
+    }
+    let processing_time = open(&stream);
+    let before = messages(processing_time.history_from(3).unwrap());
+    processing_time.trim_ticks(3).unwrap();
+    // Raises before row 3 (at rows 1 and 2): the last stays.
+    assert_eq!(
+        lock(&processing_time.ticks)
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    let reopened = open(&stream);
+    assert_eq!(lock(&reopened.ticks).len(), 2);
+    assert_eq!(reopened.watermark_ns(), Some(300));
+    let after = messages(reopened.history_from(3).unwrap());
+    assert_eq!(
+        format!("{after:?}"),
+        format!("{before:?}"),
+        "a replay from the checkpoint"
+    );
+}
