@@ -46,6 +46,15 @@ VIEWS = {
         "FROM HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND) "
         "GROUP BY auction, window_start, window_end EMIT ON WINDOW CLOSE"
     ),
+    # The tumble view publishing partial windows every second of
+    # processing time (EMIT EVERY: the row-level aggregate, not the
+    # vectorised one).
+    "tumble_every": (
+        f"SELECT auction, window_start, window_end, {AGGREGATES} "
+        "FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND) "
+        "GROUP BY auction, window_start, window_end "
+        "EMIT ON WINDOW CLOSE AND EVERY INTERVAL '1' SECOND"
+    ),
     "session": (
         f"SELECT auction, window_start, window_end, {AGGREGATES} "
         "FROM SESSION(bid, date_time, INTERVAL '10' SECOND) "

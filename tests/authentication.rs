@@ -543,6 +543,22 @@ async fn the_privilege_matrix_holds() {
         .await
         .unwrap();
     expect(&carol, "carol, through PUBLIC", &[("SELECT * FROM t", "")]).await;
+    // pg_class says the same: owners (psql's Owner column) and grants
+    // (`\dp`), PUBLIC as an empty name, NULL while nothing was granted.
+    let catalog = common::sorted_rows(
+        &admin,
+        "SELECT relname, pg_get_userbyid(relowner), array_to_string(relacl, ' ') \
+         FROM pg_class WHERE relname IN ('t', 'v', 'mv', 'at', 'amv')",
+    )
+    .await;
+    let expected = [
+        ["amv", "alice", "NULL"],
+        ["at", "alice", "alice=arwd/alice bob=r/alice"],
+        ["mv", "weir", "NULL"],
+        ["t", "weir", "weir=arwd/weir bob=a/weir =r/weir"],
+        ["v", "weir", "NULL"],
+    ];
+    assert_eq!(catalog, expected.map(|row| row.map(String::from).to_vec()));
     let error = admin.batch_execute("DROP USER alice").await.unwrap_err();
     assert_eq!(code(&error), "2BP01", "alice owns relations");
 

@@ -72,7 +72,7 @@ pub struct Engine {
     /// The shippers of sinks.
     sinks: Arc<sinks::SinkRuns>,
     roles: Arc<roles::Roles>,
-    privileges: privileges::Privileges,
+    privileges: Arc<privileges::Privileges>,
     /// When `EMIT EVERY` views fire.
     firings: firing::FiringSchedules,
 }
@@ -133,12 +133,16 @@ impl Engine {
         let dataflow = SharedDataflow::new(store.clone());
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
         let roles = Arc::new(roles::Roles::open(store.clone())?);
-        let privileges = privileges::Privileges::open(store.clone())?;
+        let privileges = Arc::new(privileges::Privileges::open(store.clone())?);
         let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
         let sources = Arc::new(sources::SourceRuns::default());
         let sinks = Arc::new(sinks::SinkRuns::default());
-        register_system_tables(&context, &catalog, &checkpoints, &sources)?;
+        let access = pg_catalog::Access {
+            roles: roles.clone(),
+            privileges: privileges.clone(),
+        };
+        register_system_tables(&context, &catalog, &checkpoints, &sources, access)?;
         register_sinks_table(&context, &catalog, &sinks)?;
         information_schema::register(&context, DATABASE_NAME).await?;
         let engine = Engine {
@@ -282,6 +286,7 @@ fn register_system_tables(
     catalog: &Arc<Relations>,
     checkpoints: &Arc<checkpoint::CheckpointHistory>,
     sources: &Arc<sources::SourceRuns>,
+    access: pg_catalog::Access,
 ) -> Result<()> {
     let system = Arc::new(MemorySchemaProvider::new());
     system.register_table(
@@ -323,7 +328,7 @@ fn register_system_tables(
     if let Some(pg_catalog) = database.schema("pg_catalog") {
         database.register_schema(
             "pg_catalog",
-            Arc::new(PgCatalogSchema::new(pg_catalog, catalog, &names)),
+            Arc::new(PgCatalogSchema::new(pg_catalog, catalog, &names, access)),
         )?;
     }
     Ok(())

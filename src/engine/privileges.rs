@@ -36,6 +36,33 @@ fn acl_key(id: u64) -> Vec<u8> {
     key(&[b"catalog", b"acl", &id.to_be_bytes()])
 }
 
+/// The letters of `aclitem`, in Postgres's order (`arwd`: INSERT,
+/// SELECT, UPDATE, DELETE).
+fn acl_letters(privileges: &BTreeSet<Privilege>) -> String {
+    [
+        (Privilege::Insert, 'a'),
+        (Privilege::Select, 'r'),
+        (Privilege::Update, 'w'),
+        (Privilege::Delete, 'd'),
+    ]
+    .iter()
+    .filter(|(privilege, _)| privileges.contains(privilege))
+    .map(|(_, letter)| *letter)
+    .collect()
+}
+
+/// A role name in an `aclitem`: double-quoted unless plain.
+fn acl_name(role: &str) -> String {
+    let plain = !role.is_empty()
+        && role
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    match plain {
+        true => role.to_string(),
+        false => format!("\"{}\"", role.replace('"', "\"\"")),
+    }
+}
+
 fn creator_key(role: &str) -> Vec<u8> {
     key(&[b"catalog", b"create", role.as_bytes()])
 }
@@ -89,6 +116,28 @@ impl Privileges {
                     .get(*grantee)
                     .is_some_and(|granted| granted.contains(&privilege))
             })
+    }
+
+    /// Relation `id`'s privileges as Postgres writes `relacl` items: the
+    /// owner's (`alice=arwd/alice`), the roles' by name, PUBLIC's last
+    /// (`=r/alice`), each granted by the owner; None while nothing is
+    /// granted on it — Postgres's NULL, the owner's default privileges.
+    pub fn acl_items(&self, id: u64) -> Option<Vec<String>> {
+        let acls = self.read();
+        let acl = acls.get(&id).filter(|acl| !acl.grants.is_empty())?;
+        let owner = acl_name(&acl.owner);
+        let all: BTreeSet<Privilege> = Privilege::ALL.into_iter().collect();
+        let mut items = vec![format!("{owner}={}/{owner}", acl_letters(&all))];
+        // Roles by name, then PUBLIC (weir does not keep the grants' order).
+        let roles = acl.grants.iter().filter(|(grantee, _)| *grantee != PUBLIC);
+        for (grantee, privileges) in roles {
+            let grantee = acl_name(grantee);
+            items.push(format!("{grantee}={}/{owner}", acl_letters(privileges)));
+        }
+        if let Some(privileges) = acl.grants.get(PUBLIC) {
+            items.push(format!("={}/{owner}", acl_letters(privileges)));
+        }
+        Some(items)
     }
 
     /// Records `owner` as the owner of each of `ids`, durably.
@@ -192,6 +241,31 @@ mod tests {
         let store: Arc<dyn StateStore> =
             Arc::new(SledStore::open_when_released(directory).unwrap());
         Privileges::open(store).unwrap()
+    }
+
+    #[test]
+    fn access_lists_read_like_postgres_relacl() {
+        let directory = tempfile::tempdir().unwrap();
+        let privileges = open(directory.path());
+        privileges.set_owner(&[3], "Ann Lee").unwrap();
+        assert_eq!(privileges.acl_items(3), None, "nothing granted: NULL");
+        let all = Privilege::ALL;
+        privileges
+            .change_grants(&[3], PUBLIC, &all[..1], true)
+            .unwrap();
+        privileges
+            .change_grants(&[3], "zed", &all[1..], true)
+            .unwrap();
+        privileges.change_grants(&[3], "bob", &all, true).unwrap();
+        assert_eq!(
+            privileges.acl_items(3).unwrap(),
+            vec![
+                "\"Ann Lee\"=arwd/\"Ann Lee\"",
+                "bob=arwd/\"Ann Lee\"",
+                "zed=awd/\"Ann Lee\"",
+                "=r/\"Ann Lee\"",
+            ]
+        );
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub fn decode_key_oid(oid: i64) -> Option<(u64, usize, KeyPart)> {
 
 pub struct CatalogContext {
     pub relations: Arc<Relations>,
+    /// Owners and grants.
+    pub access: super::Access,
     /// The oid of each relation in the `public` schema, by name.
     pub oids: HashMap<String, i64>,
     /// The `public` schema's oid.
@@ -91,6 +93,7 @@ impl CatalogContext {
         schema: &Arc<dyn SchemaProvider>,
         state: &dyn DataFusionSession,
         relations: Arc<Relations>,
+        access: super::Access,
     ) -> Result<Self> {
         let namespaces = rows_of(
             &scan(schema, "pg_namespace", state).await?,
@@ -141,6 +144,7 @@ impl CatalogContext {
             .collect();
         Ok(CatalogContext {
             relations,
+            access,
             oids,
             namespace,
             system_oids,

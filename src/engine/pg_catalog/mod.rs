@@ -53,11 +53,20 @@ pub use visibility::{always_visible_functions, table_is_visible_function};
 /// it: names with a dot are quoted).
 const SYSTEM_NAME: &str = "pg_catalog.";
 
+/// Who owns each relation and what was granted on it (`pg_class`'s
+/// `relowner` and `relacl`).
+#[derive(Clone)]
+pub struct Access {
+    pub roles: Arc<crate::engine::roles::Roles>,
+    pub privileges: Arc<crate::engine::privileges::Privileges>,
+}
+
 /// The pg_catalog schema, with the tables weir corrects wrapped.
 pub struct PgCatalogSchema {
     inner: Arc<dyn SchemaProvider>,
     catalog: Weak<Relations>,
     names: OidNames,
+    access: Access,
 }
 
 impl fmt::Debug for PgCatalogSchema {
@@ -68,11 +77,17 @@ impl fmt::Debug for PgCatalogSchema {
 
 impl PgCatalogSchema {
     /// `names` is shared with `pg_get_viewdef` (`view_definition_function`).
-    pub fn new(inner: Arc<dyn SchemaProvider>, catalog: &Arc<Relations>, names: &OidNames) -> Self {
+    pub fn new(
+        inner: Arc<dyn SchemaProvider>,
+        catalog: &Arc<Relations>,
+        names: &OidNames,
+        access: Access,
+    ) -> Self {
         PgCatalogSchema {
             inner,
             catalog: Arc::downgrade(catalog),
             names: names.clone(),
+            access,
         }
     }
 }
@@ -138,9 +153,9 @@ impl Correction {
         }
     }
 
-    /// Columns Postgres has and the crate's table lacks, always NULL here
-    /// (psql's `\dp` reads `relacl`; weir has no privileges yet, nor
-    /// storage options).
+    /// Columns Postgres has and the crate's table lacks: `relacl` (psql's
+    /// `\dp` reads it; filled in by `pg_class::correct`) and storage
+    /// options (always NULL).
     fn missing_columns(self) -> Vec<Field> {
         let text_list = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
         match self {
@@ -187,6 +202,7 @@ impl SchemaProvider for PgCatalogSchema {
                 schema: self.inner.clone(),
                 catalog: self.catalog.clone(),
                 names: self.names.clone(),
+                access: self.access.clone(),
             })),
             (table, _) => table,
         })
@@ -204,6 +220,7 @@ struct CorrectedTable {
     schema: Arc<dyn SchemaProvider>,
     catalog: Weak<Relations>,
     names: OidNames,
+    access: Access,
 }
 
 impl fmt::Debug for CorrectedTable {
@@ -267,11 +284,14 @@ impl TableProvider for CorrectedTable {
                 let procedures = context::scan(&self.schema, "pg_proc", state).await?;
                 pg_aggregate::with_function_oids(batch, &procedures, self.typed_schema())?
             }
+            // relacl is filled in by the correction.
+            Correction::Class => with_missing_columns(batch, self.schema())?,
             _ => batch,
         };
         let corrected = match self.catalog.upgrade() {
             Some(catalog) => {
-                let context = CatalogContext::load(&self.schema, state, catalog).await?;
+                let context =
+                    CatalogContext::load(&self.schema, state, catalog, self.access.clone()).await?;
                 let public = context.names_by_oid().into_iter();
                 let system = context.system_oids.iter().map(|oid| (*oid, SYSTEM_NAME));
                 *self.names.lock().unwrap_or_else(|p| p.into_inner()) = public

@@ -1,11 +1,14 @@
 //! `pg_class` with relkind `'m'` for materialized views (datafusion-pg-catalog
 //! derives relkind from DataFusion's `TableType`, which has no such kind),
 //! so psql's `\dm` lists them and `\dt` does not; and a row of kind `'i'`
-//! for each key constraint's index; every relation owned by weir's one role.
+//! for each key constraint's index; each relation owned by its owner's role
+//! (`relowner`), with what was granted on it (`relacl`, psql's `\dp`).
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, StringArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListBuilder, StringArray, StringBuilder,
+};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -40,18 +43,62 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
         columns[has_index_at] = Arc::new(has_index(&batch, has_index_at, context)?);
     }
     if let Ok(owners_at) = schema.index_of("relowner") {
-        columns[owners_at] = owned_by_the_role(&batch, owners_at)?;
+        columns[owners_at] = owners(&batch, owners_at, context)?;
+    }
+    if let Ok(acl_at) = schema.index_of("relacl") {
+        columns[acl_at] = access_lists(&batch, acl_at, context)?;
     }
     let relabeled = RecordBatch::try_new(schema, columns)?;
     append(relabeled, &index_classes(context))
 }
 
-/// `relowner` with the crate's 0 (no owner) as the one role's oid.
-fn owned_by_the_role(batch: &RecordBatch, at: usize) -> Result<ArrayRef> {
-    let owners = int64_column(batch, "relowner")?;
-    let owners = owners.as_primitive::<Int64Type>();
-    let owned: Int64Array = owners.unary(|owner| if owner == 0 { ROLE_OID } else { owner });
-    Ok(cast(&owned, batch.schema().field(at).data_type())?)
+/// weir's id of each row's relation (None for pg_catalog's own).
+fn relation_ids(batch: &RecordBatch, context: &CatalogContext) -> Result<Vec<Option<u64>>> {
+    let oids = int64_column(batch, "oid")?;
+    let oids = oids.as_primitive::<Int64Type>();
+    let names = context.names_by_oid();
+    Ok((0..batch.num_rows())
+        .map(|row| {
+            let name = names.get(&oids.value(row))?;
+            context.relations.get(name).map(|definition| definition.id)
+        })
+        .collect())
+}
+
+/// `relowner`: the oid of the relation's owner (the bootstrap superuser's
+/// for pg_catalog's relations and anything older than owners).
+fn owners(batch: &RecordBatch, at: usize, context: &CatalogContext) -> Result<ArrayRef> {
+    let access = &context.access;
+    let owners: Int64Array = relation_ids(batch, context)?
+        .into_iter()
+        .map(|id| {
+            let owner = id.map(|id| access.privileges.owner(id));
+            let oid = owner
+                .and_then(|owner| access.roles.get(&owner))
+                .map(|role| role.oid);
+            Some(oid.unwrap_or(ROLE_OID))
+        })
+        .collect();
+    Ok(cast(&owners, batch.schema().field(at).data_type())?)
+}
+
+/// `relacl`: NULL (the owner's default privileges) until something is
+/// granted, then the owner's item and one per grantee.
+fn access_lists(batch: &RecordBatch, at: usize, context: &CatalogContext) -> Result<ArrayRef> {
+    let mut lists = ListBuilder::new(StringBuilder::new());
+    for id in relation_ids(batch, context)? {
+        match id.and_then(|id| context.access.privileges.acl_items(id)) {
+            Some(items) => {
+                for item in items {
+                    lists.values().append_value(item);
+                }
+                lists.append(true);
+            }
+            None => lists.append(false),
+        }
+    }
+    let lists: ArrayRef = Arc::new(lists.finish());
+    Ok(cast(&lists, batch.schema().field(at).data_type())?)
 }
 
 /// `relhasindex`, true for tables with keys (psql reads their indexes only
