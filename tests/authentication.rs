@@ -559,6 +559,46 @@ async fn the_privilege_matrix_holds() {
         ["v", "weir", "NULL"],
     ];
     assert_eq!(catalog, expected.map(|row| row.map(String::from).to_vec()));
+    // has_table_privilege and has_schema_privilege answer the same (BI
+    // tools list what a role may read with them).
+    let answers = common::sorted_rows(
+        &bob,
+        "SELECT has_table_privilege('t', 'SELECT'), has_table_privilege('t', 'insert'), \
+                has_table_privilege('T', 'DELETE'), has_table_privilege('\"public\".\"at\"', 'SELECT'), \
+                has_table_privilege('amv', 'SELECT, UPDATE'), \
+                has_table_privilege('alice', 'at', 'DELETE'), \
+                has_table_privilege('carol', 'at', 'SELECT'), \
+                has_table_privilege('t', 'SELECT WITH GRANT OPTION'), \
+                has_table_privilege('pg_class', 'SELECT'), \
+                has_schema_privilege('public', 'USAGE'), has_schema_privilege('public', 'CREATE'), \
+                has_schema_privilege('alice', 'public', 'CREATE')",
+    )
+    .await;
+    let expected = "t t f t f t f f t t f t";
+    assert_eq!(
+        answers,
+        vec![expected.split(' ').map(String::from).collect::<Vec<_>>()]
+    );
+    let readable = common::sorted_rows(
+        &bob,
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = 'public' AND has_table_privilege(c.oid, 'SELECT')",
+    )
+    .await;
+    assert_eq!(
+        readable,
+        vec![vec!["at".to_string()], vec!["t".to_string()]]
+    );
+    let unknown = bob
+        .simple_query("SELECT has_table_privilege('nothing_here', 'SELECT')")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&unknown), "42P01");
+    let bad = bob
+        .simple_query("SELECT has_table_privilege('t', 'FLY')")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&bad), "22023");
     let error = admin.batch_execute("DROP USER alice").await.unwrap_err();
     assert_eq!(code(&error), "2BP01", "alice owns relations");
 

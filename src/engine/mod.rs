@@ -75,6 +75,8 @@ pub struct Engine {
     privileges: Arc<privileges::Privileges>,
     /// When `EMIT EVERY` views fire.
     firings: firing::FiringSchedules,
+    /// The relations' names by pg_class oid, as the catalog last answered.
+    oid_names: pg_catalog::OidNames,
 }
 
 impl Engine {
@@ -142,7 +144,15 @@ impl Engine {
             roles: roles.clone(),
             privileges: privileges.clone(),
         };
-        register_system_tables(&context, &catalog, &checkpoints, &sources, access)?;
+        let oid_names = pg_catalog::OidNames::default();
+        register_system_tables(
+            &context,
+            &catalog,
+            &checkpoints,
+            &sources,
+            access,
+            &oid_names,
+        )?;
         register_sinks_table(&context, &catalog, &sinks)?;
         information_schema::register(&context, DATABASE_NAME).await?;
         let engine = Engine {
@@ -161,6 +171,7 @@ impl Engine {
             roles,
             privileges,
             firings: Default::default(),
+            oid_names,
         };
         engine.load_system_settings()?;
         engine.recover().await?;
@@ -186,6 +197,11 @@ impl Engine {
     /// Owners and grants of relations.
     pub fn privileges(&self) -> &privileges::Privileges {
         &self.privileges
+    }
+
+    /// Relation names by pg_class oid (system ones `pg_catalog.`-prefixed).
+    pub fn oid_names(&self) -> &pg_catalog::OidNames {
+        &self.oid_names
     }
 
     pub fn relations(&self) -> &Relations {
@@ -287,6 +303,7 @@ fn register_system_tables(
     checkpoints: &Arc<checkpoint::CheckpointHistory>,
     sources: &Arc<sources::SourceRuns>,
     access: pg_catalog::Access,
+    names: &pg_catalog::OidNames,
 ) -> Result<()> {
     let system = Arc::new(MemorySchemaProvider::new());
     system.register_table(
@@ -312,14 +329,13 @@ fn register_system_tables(
     for function in pg_catalog::key_definition_functions(catalog) {
         context.register_udf(function);
     }
-    let names = pg_catalog::OidNames::default();
-    context.register_udf(pg_catalog::view_definition_function(catalog, &names));
+    context.register_udf(pg_catalog::view_definition_function(catalog, names));
     for function in pg_catalog::null_functions() {
         context.register_udf(function);
     }
     context.register_udf(pg_catalog::expression_text_function());
-    context.register_udf(pg_catalog::table_is_visible_function(&names));
-    for function in pg_catalog::size_functions(catalog, &names) {
+    context.register_udf(pg_catalog::table_is_visible_function(names));
+    for function in pg_catalog::size_functions(catalog, names) {
         context.register_udf(function);
     }
     for function in pg_catalog::always_visible_functions() {
@@ -328,7 +344,7 @@ fn register_system_tables(
     if let Some(pg_catalog) = database.schema("pg_catalog") {
         database.register_schema(
             "pg_catalog",
-            Arc::new(PgCatalogSchema::new(pg_catalog, catalog, &names, access)),
+            Arc::new(PgCatalogSchema::new(pg_catalog, catalog, names, access)),
         )?;
     }
     Ok(())

@@ -14,6 +14,7 @@ mod insert_values;
 mod modify;
 mod parameters;
 mod planning;
+mod privilege_functions;
 mod results;
 mod settings;
 mod subscribe;

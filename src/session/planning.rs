@@ -157,6 +157,9 @@ impl Built {
         for function in super::current_user::functions(handles.user) {
             state.register_udf(Arc::new(function))?;
         }
+        for function in super::privilege_functions::functions(handles.user, engine) {
+            state.register_udf(Arc::new(function))?;
+        }
         let role = crate::engine::pg_catalog::SessionRole {
             roles: engine.roles().clone(),
         };
