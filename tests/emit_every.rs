@@ -191,3 +191,55 @@ async fn firings_are_replayed_where_they_happened_after_kill_9() {
     let users = rows.iter().filter(|row| row.starts_with("hits_by_user: "));
     assert_eq!(users.count(), 7, "{rows:?}");
 }
+
+/// A COPY whose client stops sending holds its table's writes, and so
+/// that table's clock and firings; other tables' go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_copy_holds_back_only_its_own_table() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE held (v BIGINT, ts TIMESTAMP, WATERMARK FOR ts) \
+               WITH (watermark_idle_timeout = '100ms') APPEND ONLY; \
+             INSERT INTO held VALUES (1, '2026-01-01 00:00:00'); \
+             CREATE TABLE free (v BIGINT, ts TIMESTAMP, WATERMARK FOR ts) \
+               WITH (watermark_idle_timeout = '100ms') APPEND ONLY; \
+             CREATE MATERIALIZED VIEW free_closed AS \
+               SELECT window_start, SUM(v) AS total FROM TUMBLE(free, ts, INTERVAL '1' SECOND) \
+               GROUP BY window_start EMIT ON WINDOW CLOSE; \
+             CREATE MATERIALIZED VIEW free_every AS \
+               SELECT COUNT(*) AS n FROM free EMIT EVERY INTERVAL '1' HOUR",
+        )
+        .await
+        .unwrap();
+    let copier = server.connect().await;
+    let stalled = copier
+        .copy_in::<_, bytes::Bytes>("COPY held FROM STDIN")
+        .await
+        .unwrap();
+    // The held table is due for an idle raise the whole time.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    client
+        .batch_execute("INSERT INTO free VALUES (5, '2026-01-01 00:00:00.500')")
+        .await
+        .unwrap();
+    // The idle clock closes free's window though held's writes are held.
+    let mut closed = Vec::new();
+    for _ in 0..100 {
+        closed = common::sorted_rows(&client, "SELECT * FROM free_closed").await;
+        if !closed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(closed, vec![vec!["2026-01-01 00:00:00", "5"]]);
+    set_clock(&client, "1h").await;
+    let every = common::sorted_rows(&client, "SELECT * FROM free_every").await;
+    assert_eq!(every, vec![vec!["1"]]);
+    client
+        .batch_execute("ALTER SYSTEM RESET emit_clock_offset")
+        .await
+        .unwrap();
+    drop(stalled);
+}

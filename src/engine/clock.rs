@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Engine;
+use crate::connectors::table::CLOCK_WAIT;
 
 /// How often the clock looks at the tables: windows on processing time
 /// close at most this late.
@@ -30,7 +31,7 @@ impl Engine {
     /// views that are due.
     pub async fn tick(&self) {
         self.raise_due_watermarks().await;
-        self.fire_due_views().await;
+        self.fire_due_views(CLOCK_WAIT).await;
     }
 
     async fn raise_due_watermarks(&self) {

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::Engine;
 use crate::connectors::table::{unix_now_ns, TableLog};
@@ -100,8 +101,9 @@ impl Engine {
         lock(&self.firings.views).remove(&view);
     }
 
-    /// Fires every view that is due, a table's views in one firing.
-    pub async fn fire_due_views(&self) {
+    /// Fires every view that is due, a table's views in one firing; a
+    /// table whose writes stay held for `wait` keeps its views due.
+    pub async fn fire_due_views(&self, wait: Duration) {
         let _running = self.firings.running.lock().await;
         let now_ns = self.emit_clock_ns();
         let mut due: HashMap<u64, (Arc<TableLog>, Vec<u64>)> = HashMap::new();
@@ -116,8 +118,9 @@ impl Engine {
         }
         for (table, mut views) in due.into_values() {
             views.sort_unstable();
-            match table.fire_views(views.clone(), now_ns).await {
-                Ok(offset) => {
+            match table.fire_views(views.clone(), now_ns, wait).await {
+                Ok(None) => {}
+                Ok(Some(offset)) => {
                     let mut schedules = lock(&self.firings.views);
                     for view in views {
                         if let Some(schedule) = schedules.get_mut(&view) {

@@ -171,7 +171,9 @@ impl Engine {
         self.catalog.store().commit(batch)?;
         if name == EMIT_CLOCK_OFFSET {
             self.set_emit_clock_offset_ms(if stored == u64::MAX { 0 } else { stored });
-            self.fire_due_views().await;
+            // Asked for: waits for writes in progress longer than a tick.
+            self.fire_due_views(std::time::Duration::from_secs(10))
+                .await;
         } else {
             self.system_settings
                 .stored_checkpoint_interval_ms

@@ -22,6 +22,10 @@ use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::checkpoint::{decode_i64, encode_i64};
 use crate::stream::Message;
 
+/// How long the clock waits for a table's writes to be free before it
+/// leaves the table for its next tick.
+pub const CLOCK_WAIT: Duration = Duration::from_millis(100);
+
 /// How a table's watermark moves without rows.
 #[derive(Debug)]
 pub struct Clock {
@@ -111,9 +115,13 @@ impl TableLog {
 
     /// Raises the watermark to `watermark_ns` (if still ahead), logs it, and
     /// pushes it through the views reading this table. Like a write, it
-    /// completes in its own task once started.
+    /// completes in its own task once started. A table whose writes are
+    /// held longer than `CLOCK_WAIT` (a COPY waiting for its client) is
+    /// left for the next tick, so it does not hold back other tables'.
     pub async fn raise_watermark(self: &Arc<Self>, watermark_ns: i64) -> Result<()> {
-        let writer = self.writer.clone().lock_owned().await;
+        let Some(writer) = self.writer_within(CLOCK_WAIT).await else {
+            return Ok(());
+        };
         // Ticks are logged at the row count: the table's writes must be in.
         self.quiesce().await;
         if self.dropped.load(std::sync::atomic::Ordering::Acquire) {
@@ -194,6 +202,16 @@ impl TableLog {
             ticks.remove(&offset);
         }
         Ok(())
+    }
+
+    /// The table's writer lock, if it is free within `wait`.
+    pub(super) async fn writer_within(
+        &self,
+        wait: Duration,
+    ) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        tokio::time::timeout(wait, self.writer.clone().lock_owned())
+            .await
+            .ok()
     }
 
     /// The name of the PROCTIME() column, if the table has one.

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::group_commit::{commit_with_views, SingleWrite};
 use super::TableLog;
@@ -94,10 +95,19 @@ pub fn load_firings(store: &dyn StateStore, table_id: u64) -> Result<BTreeMap<u6
 
 impl TableLog {
     /// Fires `views` now (their aggregates publish what they held), logged
-    /// at the row count; returns that row count. Like a write, it
-    /// completes in its own task once started.
-    pub async fn fire_views(self: &Arc<Self>, views: Vec<u64>, unix_ns: i64) -> Result<u64> {
-        let writer = self.writer.clone().lock_owned().await;
+    /// at the row count; returns that row count, or None when the table's
+    /// writes stayed held for `wait` (a COPY waiting for its client): the
+    /// views are then still due. Like a write, it completes in its own task
+    /// once started.
+    pub async fn fire_views(
+        self: &Arc<Self>,
+        views: Vec<u64>,
+        unix_ns: i64,
+        wait: Duration,
+    ) -> Result<Option<u64>> {
+        let Some(writer) = self.writer_within(wait).await else {
+            return Ok(None);
+        };
         // Logged at the row count: the table's writes must be in.
         self.quiesce().await;
         self.check_not_dropped()?;
@@ -123,7 +133,9 @@ impl TableLog {
                 &mut publish,
             );
             drop(writer);
-            outcome.map(|()| offset).map_err(|failure| failure.error)
+            outcome
+                .map(|()| Some(offset))
+                .map_err(|failure| failure.error)
         })
         .await
         .map_err(|error| WeirError::internal(format!("firing task failed: {error}")))?

@@ -45,7 +45,7 @@ mod unique;
 
 pub use append::BulkWrite;
 pub use changes::TableChanges;
-pub use clock::{ticks_prefix, unix_now_ns};
+pub use clock::{ticks_prefix, unix_now_ns, CLOCK_WAIT};
 pub use commit_gate::CommitGate;
 pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
 pub use firings::{firings_prefix, Firing};

@@ -25,6 +25,8 @@ fn batch(ids: &[i64], names: &[&str]) -> RecordBatch {
     .unwrap()
 }
 
+const WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn ids_of(range: std::ops::Range<i64>) -> Vec<i64> {
     range.collect()
 }
@@ -417,11 +419,20 @@ async fn firings_are_replayed_between_their_rows_and_trimmed_once_covered() {
     log.append(vec![batch(&[1, 2], &["a", "b"])], None)
         .await
         .unwrap();
-    assert_eq!(log.fire_views(vec![7], 100).await.unwrap(), 2);
+    assert_eq!(
+        log.fire_views(vec![7], 100, WAIT).await.unwrap().unwrap(),
+        2
+    );
     // No row since: the same entry, both views.
-    assert_eq!(log.fire_views(vec![9], 150).await.unwrap(), 2);
+    assert_eq!(
+        log.fire_views(vec![9], 150, WAIT).await.unwrap().unwrap(),
+        2
+    );
     log.append(vec![batch(&[3], &["c"])], None).await.unwrap();
-    assert_eq!(log.fire_views(vec![7], 200).await.unwrap(), 3);
+    assert_eq!(
+        log.fire_views(vec![7], 200, WAIT).await.unwrap().unwrap(),
+        3
+    );
     let shape = |history: History| -> Vec<String> {
         messages(history)
             .into_iter()
@@ -448,7 +459,7 @@ async fn firings_are_replayed_between_their_rows_and_trimmed_once_covered() {
         .append(vec![batch(&[4], &["d"])], None)
         .await
         .unwrap();
-    reopened.fire_views(vec![7, 9], 300).await.unwrap();
+    reopened.fire_views(vec![7, 9], 300, WAIT).await.unwrap();
     reopened.trim_firings(4).unwrap();
     let trimmed = plain(4, &store);
     assert_eq!(
