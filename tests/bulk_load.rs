@@ -229,3 +229,48 @@ async fn view_changes_spilled_by_a_failed_statement_are_never_read() {
     );
     assert_quotients_match(&client).await;
 }
+
+/// A COPY FROM STDIN holds its table's writes until it ends; with a
+/// statement_timeout it ends then even if the client sends nothing more,
+/// so other writers go on, and its CopyDone gets 57014 (nothing copied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_copy_ends_at_its_statement_timeout() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE stalled (v BIGINT)")
+        .await
+        .unwrap();
+    let copier = server.connect().await;
+    copier
+        .batch_execute("SET statement_timeout = '300ms'")
+        .await
+        .unwrap();
+    let sink = copier
+        .copy_in::<_, Bytes>("COPY stalled FROM STDIN")
+        .await
+        .unwrap();
+    futures::pin_mut!(sink);
+    sink.send(Bytes::from_static(b"1\n")).await.unwrap();
+    // Waits for the COPY's time to be up, then writes.
+    let started = std::time::Instant::now();
+    let insert = client.batch_execute("INSERT INTO stalled VALUES (2)");
+    tokio::time::timeout(Duration::from_secs(20), insert)
+        .await
+        .expect("the stalled COPY still holds the table's writes")
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    let error = sink.finish().await.unwrap_err();
+    assert_eq!(
+        error.as_db_error().map(|e| e.code().code()),
+        Some("57014"),
+        "{error}"
+    );
+    let rows = client
+        .query_one("SELECT count(*), CAST(sum(v) AS BIGINT) FROM stalled", &[])
+        .await
+        .unwrap();
+    assert_eq!((rows.get::<_, i64>(0), rows.get::<_, i64>(1)), (1, 2));
+    // The connection goes on.
+    copier.batch_execute("SELECT 1").await.unwrap();
+}

@@ -2,6 +2,7 @@
 //! query protocol, COPY FROM STDIN, startup and cancel.
 
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arrow_pg::datatypes::into_pg_type;
@@ -67,7 +68,8 @@ impl ConnectionHandlers {
                     session: session.clone(),
                 }),
                 session,
-                pending_copy: Mutex::new(None),
+                pending_copy: Arc::new(Mutex::new(None)),
+                copies: AtomicU64::new(0),
             }),
             startup: Arc::new(startup),
             cancel: Arc::new(CancelRequests { connections, gates }),
@@ -100,16 +102,36 @@ impl PgWireServerHandlers for ConnectionHandlers {
 pub struct SessionHandler {
     session: Arc<Session>,
     parser: Arc<StatementParser>,
-    pending_copy: Mutex<Option<PendingCopy>>,
+    pending_copy: Arc<Mutex<Option<PendingCopy>>>,
+    /// COPYs started, numbering them for their statement_timeout.
+    copies: AtomicU64,
 }
 
 struct PendingCopy {
     copy: CopyInProgress,
+    number: u64,
 }
 
 impl SessionHandler {
     fn set_pending_copy(&self, pending: Option<PendingCopy>) {
         *self.pending_copy.lock().unwrap_or_else(|p| p.into_inner()) = pending;
+    }
+
+    /// statement_timeout for COPY FROM STDIN: the COPY holds its table's
+    /// writes while it waits for data, so it fails when the time is up,
+    /// whether or not the client sends anything; CopyDone then reports it.
+    fn fail_copy_after(&self, number: u64, timeout: std::time::Duration) {
+        let pending = Arc::downgrade(&self.pending_copy);
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let Some(pending) = pending.upgrade() else {
+                return;
+            };
+            let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(copy) = pending.as_mut().filter(|copy| copy.number == number) {
+                copy.copy.fail(Session::copy_timed_out());
+            }
+        });
     }
 
     /// Turns an outcome into a response, sending notices and parameter
@@ -168,7 +190,11 @@ impl SessionHandler {
             Outcome::CopyIn(copy) => {
                 let columns = copy.columns.fields().len();
                 let copy = self.session.start_copy(copy).await;
-                self.set_pending_copy(Some(PendingCopy { copy }));
+                let number = self.copies.fetch_add(1, Ordering::Relaxed);
+                self.set_pending_copy(Some(PendingCopy { copy, number }));
+                if let Some(timeout) = self.session.copy_timeout() {
+                    self.fail_copy_after(number, timeout);
+                }
                 Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
             }
         };

@@ -63,13 +63,15 @@ impl CopyInProgress {
         }
     }
 
-    fn fail(&mut self, error: WeirError) {
+    /// Ends the COPY with `error` now: its rows go and the table's
+    /// writes are free again; CopyDone reports the error.
+    pub fn fail(&mut self, error: WeirError) {
         // Dropping the write forgets what it spilled and lets writers on;
         // in a block the rows kept so far go.
         if let Some(CopyTarget::Block { pending, mark, .. }) = self.write.take() {
             pending.truncate(mark);
         }
-        self.failed = Some(error);
+        self.failed.get_or_insert(error);
     }
 
     pub fn table(&self) -> &str {
@@ -134,6 +136,18 @@ impl Session {
             write: Some(write),
             failed: None,
         }
+    }
+
+    /// How long a COPY FROM STDIN may take before it fails (the session's
+    /// statement_timeout; None without one). The table's writes are held
+    /// until it ends, so a client that stops sending holds them until then.
+    pub fn copy_timeout(&self) -> Option<std::time::Duration> {
+        self.settings().statement_timeout().ok().flatten()
+    }
+
+    /// The error a COPY that took longer than `copy_timeout` ends with.
+    pub fn copy_timed_out() -> WeirError {
+        super::writes::timed_out()
     }
 
     /// Decodes the rest of the data and durably appends the whole COPY; an

@@ -135,7 +135,7 @@ impl Session {
     }
 }
 
-fn timed_out() -> WeirError {
+pub(super) fn timed_out() -> WeirError {
     WeirError::new(
         crate::error::sqlstate::QUERY_CANCELED,
         "canceling statement due to statement timeout",
