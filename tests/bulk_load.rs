@@ -230,9 +230,10 @@ async fn view_changes_spilled_by_a_failed_statement_are_never_read() {
     assert_quotients_match(&client).await;
 }
 
-/// A COPY FROM STDIN holds its table's writes until it ends; with a
-/// statement_timeout it ends then even if the client sends nothing more,
-/// so other writers go on, and its CopyDone gets 57014 (nothing copied).
+/// A COPY FROM STDIN holds its table's writes until it ends; at its
+/// statement_timeout, or on a cancel request, it ends even if the client
+/// sends nothing more, so other writers go on, and its CopyDone gets 57014
+/// (nothing copied).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_copy_ends_at_its_statement_timeout() {
     let server = TestServer::start();
@@ -271,6 +272,34 @@ async fn a_stalled_copy_ends_at_its_statement_timeout() {
         .await
         .unwrap();
     assert_eq!((rows.get::<_, i64>(0), rows.get::<_, i64>(1)), (1, 2));
-    // The connection goes on.
+    // The connection goes on; without a timeout, a cancel request ends a
+    // stalled COPY the same way.
+    copier
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .unwrap();
+    let sink = copier
+        .copy_in::<_, Bytes>("COPY stalled FROM STDIN")
+        .await
+        .unwrap();
+    futures::pin_mut!(sink);
+    sink.send(Bytes::from_static(b"3\n")).await.unwrap();
+    copier
+        .cancel_token()
+        .cancel_query(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let insert = client.batch_execute("INSERT INTO stalled VALUES (4)");
+    tokio::time::timeout(Duration::from_secs(20), insert)
+        .await
+        .expect("a cancelled COPY still holds the table's writes")
+        .unwrap();
+    let error = sink.finish().await.unwrap_err();
+    assert_eq!(error.as_db_error().map(|e| e.code().code()), Some("57014"));
+    let sum = client
+        .query_one("SELECT CAST(sum(v) AS BIGINT) FROM stalled", &[])
+        .await
+        .unwrap();
+    assert_eq!(sum.get::<_, i64>(0), 6);
     copier.batch_execute("SELECT 1").await.unwrap();
 }

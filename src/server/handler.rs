@@ -117,19 +117,36 @@ impl SessionHandler {
         *self.pending_copy.lock().unwrap_or_else(|p| p.into_inner()) = pending;
     }
 
-    /// statement_timeout for COPY FROM STDIN: the COPY holds its table's
-    /// writes while it waits for data, so it fails when the time is up,
-    /// whether or not the client sends anything; CopyDone then reports it.
-    fn fail_copy_after(&self, number: u64, timeout: std::time::Duration) {
+    /// A COPY FROM STDIN holds its table's writes while it waits for
+    /// data, so it ends when a cancel request comes or its
+    /// statement_timeout is up, whether or not the client sends anything
+    /// (its rows go, the table's writes are free); CopyDone reports it.
+    fn watch_copy(&self, number: u64, timeout: Option<std::time::Duration>) {
+        const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
         let pending = Arc::downgrade(&self.pending_copy);
+        let gate = self.session.commit_gate();
+        let statement = gate.statement();
+        let deadline = timeout.map(|timeout| tokio::time::Instant::now() + timeout);
         tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            let Some(pending) = pending.upgrade() else {
-                return;
-            };
-            let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(copy) = pending.as_mut().filter(|copy| copy.number == number) {
-                copy.copy.fail(Session::copy_timed_out());
+            loop {
+                tokio::time::sleep(LOOK_EVERY).await;
+                let Some(pending) = pending.upgrade() else {
+                    return;
+                };
+                let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(copy) = pending.as_mut().filter(|copy| copy.number == number) else {
+                    return;
+                };
+                let ended = match gate.check(statement) {
+                    Err(cancelled) => Some(cancelled),
+                    Ok(()) => deadline
+                        .filter(|deadline| tokio::time::Instant::now() >= *deadline)
+                        .map(|_| Session::copy_timed_out()),
+                };
+                if let Some(error) = ended {
+                    copy.copy.fail(error);
+                    return;
+                }
             }
         });
     }
@@ -192,9 +209,7 @@ impl SessionHandler {
                 let copy = self.session.start_copy(copy).await;
                 let number = self.copies.fetch_add(1, Ordering::Relaxed);
                 self.set_pending_copy(Some(PendingCopy { copy, number }));
-                if let Some(timeout) = self.session.copy_timeout() {
-                    self.fail_copy_after(number, timeout);
-                }
+                self.watch_copy(number, self.session.copy_timeout());
                 Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
             }
         };
