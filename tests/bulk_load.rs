@@ -247,59 +247,53 @@ async fn a_stalled_copy_ends_at_its_statement_timeout() {
         .batch_execute("SET statement_timeout = '300ms'")
         .await
         .unwrap();
+    let started = std::time::Instant::now();
+    stall_copy_then_insert(&copier, &client, 2, || async {}).await;
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    // Without a timeout a cancel request ends a stalled COPY the same way.
+    copier
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .unwrap();
+    let cancel = copier.cancel_token();
+    stall_copy_then_insert(&copier, &client, 4, || async move {
+        cancel.cancel_query(tokio_postgres::NoTls).await.unwrap();
+    })
+    .await;
+    let sum = client
+        .query_one("SELECT count(*), CAST(sum(v) AS BIGINT) FROM stalled", &[])
+        .await
+        .unwrap();
+    assert_eq!((sum.get::<_, i64>(0), sum.get::<_, i64>(1)), (2, 6));
+    // The connection goes on.
+    copier.batch_execute("SELECT 1").await.unwrap();
+}
+
+/// Starts a COPY on `copier` that sends one row and stops, runs `end`,
+/// then INSERTs `value` from `writer` (which waits until the COPY has
+/// ended) and finishes the COPY, which must fail with 57014.
+async fn stall_copy_then_insert<F, E>(copier: &Client, writer: &Client, value: i64, end: E)
+where
+    E: FnOnce() -> F,
+    F: std::future::Future<Output = ()>,
+{
     let sink = copier
         .copy_in::<_, Bytes>("COPY stalled FROM STDIN")
         .await
         .unwrap();
     futures::pin_mut!(sink);
-    sink.send(Bytes::from_static(b"1\n")).await.unwrap();
-    // Waits for the COPY's time to be up, then writes.
-    let started = std::time::Instant::now();
-    let insert = client.batch_execute("INSERT INTO stalled VALUES (2)");
+    sink.send(Bytes::from_static(b"1000\n")).await.unwrap();
+    end().await;
+    let sql = format!("INSERT INTO stalled VALUES ({value})");
+    let insert = writer.batch_execute(&sql);
     tokio::time::timeout(Duration::from_secs(20), insert)
         .await
         .expect("the stalled COPY still holds the table's writes")
         .unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(150));
     let error = sink.finish().await.unwrap_err();
     assert_eq!(
         error.as_db_error().map(|e| e.code().code()),
         Some("57014"),
         "{error}"
     );
-    let rows = client
-        .query_one("SELECT count(*), CAST(sum(v) AS BIGINT) FROM stalled", &[])
-        .await
-        .unwrap();
-    assert_eq!((rows.get::<_, i64>(0), rows.get::<_, i64>(1)), (1, 2));
-    // The connection goes on; without a timeout, a cancel request ends a
-    // stalled COPY the same way.
-    copier
-        .batch_execute("SET statement_timeout = 0")
-        .await
-        .unwrap();
-    let sink = copier
-        .copy_in::<_, Bytes>("COPY stalled FROM STDIN")
-        .await
-        .unwrap();
-    futures::pin_mut!(sink);
-    sink.send(Bytes::from_static(b"3\n")).await.unwrap();
-    copier
-        .cancel_token()
-        .cancel_query(tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    let insert = client.batch_execute("INSERT INTO stalled VALUES (4)");
-    tokio::time::timeout(Duration::from_secs(20), insert)
-        .await
-        .expect("a cancelled COPY still holds the table's writes")
-        .unwrap();
-    let error = sink.finish().await.unwrap_err();
-    assert_eq!(error.as_db_error().map(|e| e.code().code()), Some("57014"));
-    let sum = client
-        .query_one("SELECT CAST(sum(v) AS BIGINT) FROM stalled", &[])
-        .await
-        .unwrap();
-    assert_eq!(sum.get::<_, i64>(0), 6);
-    copier.batch_execute("SELECT 1").await.unwrap();
 }

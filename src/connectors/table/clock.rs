@@ -14,11 +14,11 @@ use datafusion::arrow::array::{ArrayRef, TimestampNanosecondArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use super::group_commit::{commit_with_views, SingleWrite};
+use super::between_rows::TICKS;
 use super::TableLog;
 use crate::catalog::StreamDefinition;
 use crate::error::{Result, WeirError};
-use crate::state::{key, StateStore, WriteBatch};
+use crate::state::{StateStore, WriteBatch};
 use crate::stream::checkpoint::{decode_i64, encode_i64};
 use crate::stream::Message;
 
@@ -64,38 +64,22 @@ impl Clock {
 }
 
 pub fn ticks_prefix(table_id: u64) -> Vec<u8> {
-    let mut prefix = key(&[b"ticks", &table_id.to_be_bytes()]);
-    prefix.push(b'/');
-    prefix
-}
-
-fn tick_key(table_id: u64, offset: u64) -> Vec<u8> {
-    let mut entry = ticks_prefix(table_id);
-    entry.extend_from_slice(&offset.to_be_bytes());
-    entry
+    TICKS.prefix(table_id)
 }
 
 /// Raised watermarks by the row count they were raised at.
 pub fn load_ticks(store: &dyn StateStore, table_id: u64) -> Result<BTreeMap<u64, i64>> {
     let mut ticks = BTreeMap::new();
-    for (stored_key, value) in store.scan_prefix(&ticks_prefix(table_id))? {
-        let offset = offset_of(&stored_key);
+    for (row, value) in TICKS.load(store, table_id)? {
         let watermark = decode_i64(&value).ok_or_else(|| {
             WeirError::new(
                 crate::error::sqlstate::DATA_CORRUPTED,
                 "a table's logged watermark is malformed",
             )
         })?;
-        ticks.insert(offset, watermark);
+        ticks.insert(row, watermark);
     }
     Ok(ticks)
-}
-
-fn offset_of(stored_key: &[u8]) -> u64 {
-    let tail = &stored_key[stored_key.len().saturating_sub(8)..];
-    let mut bytes = [0u8; 8];
-    bytes[8 - tail.len()..].copy_from_slice(tail);
-    u64::from_be_bytes(bytes)
 }
 
 pub fn unix_now_ns() -> i64 {
@@ -139,7 +123,7 @@ impl TableLog {
             tracker.raise_to(watermark_ns);
             let offset = log.row_count();
             let mut write = WriteBatch::new();
-            write.put(tick_key(log.id, offset), encode_i64(watermark_ns));
+            write.put(TICKS.key(log.id, offset), encode_i64(watermark_ns));
             let messages = vec![Message::Watermark(watermark_ns)];
             let mut raised = Some(tracker);
             let mut publish = || {
@@ -148,19 +132,9 @@ impl TableLog {
                     lock(&log.ticks).insert(offset, watermark_ns);
                 }
             };
-            let mut group = SingleWrite {
-                table: &log.name,
-                messages: Some(messages),
-            };
-            let outcome = commit_with_views(
-                &*log.store,
-                write,
-                log.committer.observer(),
-                &mut group,
-                &mut publish,
-            );
+            let outcome = log.commit_between_rows(write, messages, &mut publish);
             drop(writer);
-            outcome.map_err(|failure| failure.error)
+            outcome
         })
         .await
         .map_err(|error| WeirError::internal(format!("watermark task failed: {error}")))?
@@ -188,20 +162,7 @@ impl TableLog {
             below.pop();
             below
         };
-        if stale.is_empty() {
-            return Ok(());
-        }
-        let mut write = WriteBatch::new();
-        for &offset in &stale {
-            write.delete(tick_key(self.id, offset));
-        }
-        // New raises are logged at the row count, never below `covered`.
-        self.store.commit(write)?;
-        let mut ticks = lock(&self.ticks);
-        for offset in stale {
-            ticks.remove(&offset);
-        }
-        Ok(())
+        TICKS.forget(&*self.store, self.id, &self.ticks, stale)
     }
 
     /// The table's writer lock, if it is free within `wait`.

@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::group_commit::{commit_with_views, SingleWrite};
+use super::between_rows::FIRINGS;
 use super::TableLog;
 use crate::error::{sqlstate, Result, WeirError};
-use crate::state::{key, StateStore, WriteBatch};
+use crate::state::{StateStore, WriteBatch};
 use crate::stream::Message;
 
 /// The views fired at one row count, and when the last of them fired.
@@ -62,33 +62,20 @@ impl Firing {
 }
 
 pub fn firings_prefix(table_id: u64) -> Vec<u8> {
-    let mut prefix = key(&[b"firings", &table_id.to_be_bytes()]);
-    prefix.push(b'/');
-    prefix
-}
-
-fn firing_key(table_id: u64, offset: u64) -> Vec<u8> {
-    let mut entry = firings_prefix(table_id);
-    entry.extend_from_slice(&offset.to_be_bytes());
-    entry
+    FIRINGS.prefix(table_id)
 }
 
 /// Logged firings by the row count they happened at.
 pub fn load_firings(store: &dyn StateStore, table_id: u64) -> Result<BTreeMap<u64, Firing>> {
-    let prefix = firings_prefix(table_id);
     let mut firings = BTreeMap::new();
-    for (stored_key, value) in store.scan_prefix(&prefix)? {
-        let offset = stored_key[prefix.len()..]
-            .try_into()
-            .map(u64::from_be_bytes)
-            .ok();
-        let (Some(offset), Some(firing)) = (offset, Firing::decode(&value)) else {
-            return Err(WeirError::new(
+    for (row, value) in FIRINGS.load(store, table_id)? {
+        let firing = Firing::decode(&value).ok_or_else(|| {
+            WeirError::new(
                 sqlstate::DATA_CORRUPTED,
                 "a table's logged EMIT EVERY firing is malformed",
-            ));
-        };
-        firings.insert(offset, firing);
+            )
+        })?;
+        firings.insert(row, firing);
     }
     Ok(firings)
 }
@@ -121,21 +108,9 @@ impl TableLog {
                     log.firing_logged(offset, firing);
                 }
             };
-            let mut group = SingleWrite {
-                table: &log.name,
-                messages: Some(messages),
-            };
-            let outcome = commit_with_views(
-                &*log.store,
-                write,
-                log.committer.observer(),
-                &mut group,
-                &mut publish,
-            );
+            let outcome = log.commit_between_rows(write, messages, &mut publish);
             drop(writer);
-            outcome
-                .map(|()| Some(offset))
-                .map_err(|failure| failure.error)
+            outcome.map(|()| Some(offset))
         })
         .await
         .map_err(|error| WeirError::internal(format!("firing task failed: {error}")))?
@@ -151,7 +126,7 @@ impl TableLog {
             .unwrap_or_default()
             .merged(views, unix_ns);
         let mut write = WriteBatch::new();
-        write.put(firing_key(self.id, offset), firing.encode());
+        write.put(FIRINGS.key(self.id, offset), firing.encode());
         (offset, write, firing)
     }
 
@@ -173,20 +148,7 @@ impl TableLog {
                 stale.push(offset);
             }
         }
-        if stale.is_empty() {
-            return Ok(());
-        }
-        let mut write = WriteBatch::new();
-        for &offset in &stale {
-            write.delete(firing_key(self.id, offset));
-        }
-        // New firings are logged at the row count, never below `covered`.
-        self.store.commit(write)?;
-        let mut firings = lock(&self.firings);
-        for offset in stale {
-            firings.remove(&offset);
-        }
-        Ok(())
+        FIRINGS.forget(&*self.store, self.id, &self.firings, stale)
     }
 
     /// Where and when `view` last fired: (row count, processing time).

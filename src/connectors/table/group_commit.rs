@@ -432,7 +432,7 @@ impl WriteGroup for GroupMessages {
 }
 
 /// A single write already in memory (a watermark raise).
-pub(super) struct SingleWrite<'a> {
+struct SingleWrite<'a> {
     pub table: &'a str,
     pub messages: Option<Vec<Message>>,
 }
@@ -454,7 +454,7 @@ impl WriteGroup for SingleWrite<'_> {
 /// Runs a group through the views reading its tables, then commits its
 /// writes and the views' changes in one atomic, durable batch;
 /// `published` runs once it is durable, while the views' lock is held.
-pub(super) fn commit_with_views(
+fn commit_with_views(
     store: &dyn StateStore,
     mut write: WriteBatch,
     observer: Option<Arc<dyn AppendObserver>>,
@@ -487,6 +487,24 @@ pub(super) fn commit_with_views(
 }
 
 impl TableLog {
+    /// Commits `write`, an entry logged between rows (a clock tick, a
+    /// firing), with the views' changes `messages` cause, in one atomic,
+    /// durable batch; `published` runs once it is durable.
+    pub(super) fn commit_between_rows(
+        &self,
+        write: WriteBatch,
+        messages: Vec<Message>,
+        published: &mut dyn FnMut(),
+    ) -> Result<()> {
+        let mut group = SingleWrite {
+            table: &self.name,
+            messages: Some(messages),
+        };
+        let observer = self.committer.observer();
+        commit_with_views(&*self.store, write, observer, &mut group, published)
+            .map_err(|failure| failure.error)
+    }
+
     /// The table's event-time tracker as of its visible rows.
     pub(super) fn visible_tracker(&self) -> Option<WatermarkTracker> {
         self.watermark.as_ref().map(|tracker| lock(tracker).clone())

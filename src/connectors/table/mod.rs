@@ -26,6 +26,7 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 
 mod append;
+mod between_rows;
 mod changes;
 mod character_limits;
 mod clock;
