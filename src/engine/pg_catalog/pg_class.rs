@@ -42,11 +42,12 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
     if let Ok(has_index_at) = schema.index_of("relhasindex") {
         columns[has_index_at] = Arc::new(has_index(&batch, has_index_at, context)?);
     }
+    let ids = relation_ids(&batch, context)?;
     if let Ok(owners_at) = schema.index_of("relowner") {
-        columns[owners_at] = owners(&batch, owners_at, context)?;
+        columns[owners_at] = owners(&batch, owners_at, &ids, context)?;
     }
     if let Ok(acl_at) = schema.index_of("relacl") {
-        columns[acl_at] = access_lists(&batch, acl_at, context)?;
+        columns[acl_at] = access_lists(&batch, acl_at, &ids, context)?;
     }
     let relabeled = RecordBatch::try_new(schema, columns)?;
     append(relabeled, &index_classes(context))
@@ -67,10 +68,15 @@ fn relation_ids(batch: &RecordBatch, context: &CatalogContext) -> Result<Vec<Opt
 
 /// `relowner`: the oid of the relation's owner (the bootstrap superuser's
 /// for pg_catalog's relations and anything older than owners).
-fn owners(batch: &RecordBatch, at: usize, context: &CatalogContext) -> Result<ArrayRef> {
+fn owners(
+    batch: &RecordBatch,
+    at: usize,
+    ids: &[Option<u64>],
+    context: &CatalogContext,
+) -> Result<ArrayRef> {
     let access = &context.access;
-    let owners: Int64Array = relation_ids(batch, context)?
-        .into_iter()
+    let owners: Int64Array = ids
+        .iter()
         .map(|id| {
             let owner = id.map(|id| access.privileges.owner(id));
             let oid = owner
@@ -84,9 +90,14 @@ fn owners(batch: &RecordBatch, at: usize, context: &CatalogContext) -> Result<Ar
 
 /// `relacl`: NULL (the owner's default privileges) until something is
 /// granted, then the owner's item and one per grantee.
-fn access_lists(batch: &RecordBatch, at: usize, context: &CatalogContext) -> Result<ArrayRef> {
+fn access_lists(
+    batch: &RecordBatch,
+    at: usize,
+    ids: &[Option<u64>],
+    context: &CatalogContext,
+) -> Result<ArrayRef> {
     let mut lists = ListBuilder::new(StringBuilder::new());
-    for id in relation_ids(batch, context)? {
+    for &id in ids {
         match id.and_then(|id| context.access.privileges.acl_items(id)) {
             Some(items) => {
                 for item in items {
