@@ -130,6 +130,7 @@ pub(super) fn backfill_and_commit(
     match &outcome {
         Ok(()) => {
             flow.publish();
+            flow.commit_group();
             if let (Some(firing), Some((offset, entry))) = (&firing, logged) {
                 firing.table.firing_logged(offset, entry);
             }

@@ -309,6 +309,7 @@ impl Engine {
                 flow.push(&definition.name, chunk?)?;
             }
             flow.flush()?;
+            flow.commit_group();
             flow.advance_offset(&definition.name, total - offset);
             replayed += total - offset;
         }

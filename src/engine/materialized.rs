@@ -179,6 +179,10 @@ impl Engine {
         for (_, log) in &tables {
             paused.push(log.pause_writes().await);
         }
+        // A lookup join's table goes first: rows that were there before
+        // the view meet the table as it is when the view is created.
+        let mut input_names = input_names;
+        input_names.sort_by_key(|input| !view.options.lookup_tables.contains(input));
         let mut inputs = Vec::new();
         for input in input_names {
             let table = tables.iter().find(|(name, _)| *name == input);

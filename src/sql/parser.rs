@@ -136,6 +136,12 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     }
     let tokens = super::source_ddl::show_create_as_table(tokens);
     let tokens = windows::normalize_flink_spelling(tokens)?;
+    // A view keeps its text with the lookup clauses, so a restart plans
+    // its lookup joins again.
+    let unstripped = tokens
+        .iter()
+        .any(|token| super::tokens::is_word(&token.token, "SYSTEM_TIME"))
+        .then(|| tokens.clone());
     let (tokens, lookup_tables) = super::lookup_join::strip(tokens)?;
     let tokens = materialized::show_create_as_view(tokens);
     if let Some(materialized::Split {
@@ -146,7 +152,9 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         every,
     }) = materialized::split(&tokens)
     {
-        let text = render(&text);
+        let with_lookups = unstripped
+            .and_then(|tokens| materialized::split(&materialized::show_create_as_view(tokens)));
+        let text = render(&with_lookups.map_or(text, |split| split.text));
         let statement = parse_tokens(create)?;
         super::limits::check_nesting(&statement)?;
         materialized::check(&statement)?;

@@ -161,6 +161,31 @@ impl Branch {
         Ok(through)
     }
 
+    /// The write group committed: every operator forgets its undo.
+    pub(super) fn commit(&mut self) {
+        if let Some(meeting) = &mut self.meeting {
+            meeting.branches.iter_mut().for_each(Branch::commit);
+            meeting.junction.commit();
+        }
+        self.operators.iter_mut().for_each(Stage::commit);
+    }
+
+    /// The write group failed: every operator undoes it; false when one
+    /// could not (each is still asked, so none keeps a stale undo).
+    pub(super) fn rollback(&mut self) -> Result<bool> {
+        let mut undone = true;
+        if let Some(meeting) = &mut self.meeting {
+            for branch in &mut meeting.branches {
+                undone &= branch.rollback()?;
+            }
+            undone &= meeting.junction.rollback()?;
+        }
+        for operator in &mut self.operators {
+            undone &= operator.rollback()?;
+        }
+        Ok(undone)
+    }
+
     pub(super) fn restore(
         &mut self,
         view_id: u64,

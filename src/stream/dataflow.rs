@@ -59,6 +59,9 @@ pub struct Dataflow {
     /// Recovery is replaying committed rows, which must not fail on the
     /// memory limit (they were accepted before).
     replaying: bool,
+    /// Views the write group running now has reached: they undo it if it
+    /// fails, and forget how once it commits.
+    touched: BTreeSet<u64>,
 }
 
 /// A statement's pending view writes past this many bytes are spilled.
@@ -218,11 +221,45 @@ impl Dataflow {
         }
         let mut writes = WriteBatch::new();
         let outcome = self.propagate(only, source, messages, &mut writes);
-        if outcome.is_err() {
-            self.broken = true;
-        }
         self.changed = true;
+        // Nothing to undo in a replay (it never fails but on a bug) nor
+        // in a new view's backfill (the view goes if it fails): the undo
+        // of a long one would only take memory.
+        if self.replaying || only.is_some() {
+            self.commit_group();
+        }
         outcome.map(|()| writes)
+    }
+
+    /// The write group committed: the views it reached forget how to undo
+    /// it.
+    pub fn commit_group(&mut self) {
+        for id in std::mem::take(&mut self.touched) {
+            if let Some(view) = self.views.get_mut(&id) {
+                view.commit();
+            }
+        }
+    }
+
+    /// The write group failed: its staged view rows are discarded and the
+    /// views it reached undo what it did to their operators, in proportion
+    /// to what it did. Only if a view cannot (an operator without an undo
+    /// yet) are the views left to be rebuilt (`is_broken`).
+    pub fn roll_back(&mut self) {
+        self.discard();
+        for id in std::mem::take(&mut self.touched) {
+            let Some(view) = self.views.get_mut(&id) else {
+                continue;
+            };
+            match view.rollback() {
+                Ok(true) => {}
+                Ok(false) => self.broken = true,
+                Err(error) => {
+                    tracing::error!(view = %view.name, %error.message, "a failed write could not be undone");
+                    self.broken = true;
+                }
+            }
+        }
     }
 
     /// Finishes the views' work on what was pushed (some of it runs on
@@ -231,11 +268,8 @@ impl Dataflow {
     /// commit with what `push` returned.
     pub fn flush(&mut self) -> Result<WriteBatch> {
         let mut writes = WriteBatch::new();
-        let outcome = self.flush_into(&mut writes);
-        if outcome.is_err() {
-            self.broken = true;
-        }
-        outcome.map(|()| writes)
+        self.flush_into(&mut writes)?;
+        Ok(writes)
     }
 
     fn flush_into(&mut self, writes: &mut WriteBatch) -> Result<()> {
@@ -246,7 +280,12 @@ impl Dataflow {
             let ids: Vec<u64> = self.views.keys().copied().collect();
             for id in ids {
                 let view = self.views.get_mut(&id).expect("a listed view");
-                let changes = view.flush(writes)?;
+                let changes = view.flush(writes).inspect_err(|_| {
+                    self.touched.insert(id);
+                })?;
+                if !changes.is_empty() {
+                    self.touched.insert(id);
+                }
                 for (input, messages) in self.outputs_of(id, changes, writes) {
                     moved = true;
                     self.propagate(None, &input, messages, writes)?;
@@ -275,6 +314,7 @@ impl Dataflow {
                     continue;
                 }
                 let limited = self.memory_limit_bytes.is_some();
+                self.touched.insert(id);
                 let changes = view.process(&input, messages.clone(), writes, limited)?;
                 self.check_memory(id)?;
                 let next = self.outputs_of(id, changes, writes);
@@ -378,6 +418,9 @@ impl Dataflow {
             self.propagate(None, &table, vec![Message::Barrier(epoch)], &mut writes)
                 .inspect_err(|_| self.broken = true)?;
         }
+        // A barrier's changes commit with the checkpoint, and barriers
+        // are not undone (a failed checkpoint rebuilds the views).
+        self.commit_group();
         let record = EpochRecord {
             epoch,
             offsets: self.offsets.clone(),
@@ -524,37 +567,56 @@ impl AppendObserver for SharedDataflow {
         commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
     ) -> std::result::Result<(), GroupFailure> {
         let mut flow = self.lock();
-        let mut writes = WriteBatch::new();
-        let mut offsets = Vec::with_capacity(group.writes());
-        for write in 0..group.writes() {
-            let failed = |error| GroupFailure {
-                write: Some(write),
-                error,
-            };
-            let table = group.table(write).to_string();
-            if !flow.has_readers(&table) {
-                continue;
+        match push_and_commit(&mut flow, group, commit) {
+            Ok(offsets) => {
+                flow.publish();
+                flow.commit_group();
+                for (table, rows) in offsets {
+                    flow.advance_offset(&table, rows);
+                }
+                Ok(())
             }
-            let mut rows = 0;
-            while let Some(chunk) = group.next_messages(write) {
-                let chunk = chunk.map_err(failed)?;
-                rows += chunk.iter().map(|m| m.num_rows() as u64).sum::<u64>();
-                writes.extend(flow.push(&table, chunk).map_err(failed)?);
-                flow.spill_if_large(&mut writes).map_err(failed)?;
+            Err(failure) => {
+                flow.roll_back();
+                Err(failure)
             }
-            offsets.push((table, rows));
         }
-        let whole = |error| GroupFailure { write: None, error };
-        writes.extend(flow.flush().map_err(whole)?);
-        commit(writes).map_err(whole)?;
-        flow.publish();
-        for (table, rows) in offsets {
-            flow.advance_offset(&table, rows);
-        }
-        Ok(())
     }
 
     fn on_commit_failed(&self) {
         self.lock().mark_broken();
     }
+}
+
+/// Pushes a group's writes through the views and commits them with the
+/// views' changes; returns the rows of each table pushed.
+fn push_and_commit(
+    flow: &mut Dataflow,
+    group: &mut dyn WriteGroup,
+    commit: &mut dyn FnMut(WriteBatch) -> Result<()>,
+) -> std::result::Result<Vec<(String, u64)>, GroupFailure> {
+    let mut writes = WriteBatch::new();
+    let mut offsets = Vec::with_capacity(group.writes());
+    for write in 0..group.writes() {
+        let failed = |error| GroupFailure {
+            write: Some(write),
+            error,
+        };
+        let table = group.table(write).to_string();
+        if !flow.has_readers(&table) {
+            continue;
+        }
+        let mut rows = 0;
+        while let Some(chunk) = group.next_messages(write) {
+            let chunk = chunk.map_err(failed)?;
+            rows += chunk.iter().map(|m| m.num_rows() as u64).sum::<u64>();
+            writes.extend(flow.push(&table, chunk).map_err(failed)?);
+            flow.spill_if_large(&mut writes).map_err(failed)?;
+        }
+        offsets.push((table, rows));
+    }
+    let whole = |error| GroupFailure { write: None, error };
+    writes.extend(flow.flush().map_err(whole)?);
+    commit(writes).map_err(whole)?;
+    Ok(offsets)
 }

@@ -9,7 +9,7 @@ use super::operators::{JoinOperator, UnionOperator};
 use crate::error::Result;
 
 pub enum Junction {
-    Union(UnionOperator),
+    Union(Box<UnionOperator>),
     Join(Box<JoinOperator>),
 }
 
@@ -42,6 +42,21 @@ impl Junction {
                 Ok(())
             }
             Junction::Join(join) => join.restore(state),
+        }
+    }
+
+    pub fn commit(&mut self) {
+        match self {
+            Junction::Union(union) => union.commit(),
+            Junction::Join(join) => join.commit(),
+        }
+    }
+
+    /// Undoes the failed write group (see `Operator::rollback`).
+    pub fn rollback(&mut self) -> Result<bool> {
+        match self {
+            Junction::Union(union) => Ok(union.rollback()),
+            Junction::Join(join) => join.rollback(),
         }
     }
 

@@ -85,6 +85,19 @@ pub trait Operator: Send {
     fn memory_bytes(&self) -> usize {
         0
     }
+
+    /// The write group whose changes it took has committed: what it kept
+    /// to undo them goes.
+    fn commit(&mut self) {}
+
+    /// The write group failed: puts its state back as it was at the last
+    /// `commit` (or its creation or restore), at a cost in proportion to
+    /// what the group changed. Returns false when it cannot (its view is
+    /// then rebuilt from its checkpoint); an operator without state
+    /// returns true.
+    fn rollback(&mut self) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// The checkpoint entry holding a stage's input watermark (the name every
@@ -98,6 +111,9 @@ pub struct Stage<O: Operator + ?Sized = dyn Operator> {
     watermark: Option<i64>,
     /// Whether `watermark` moved since the last checkpoint.
     watermark_changed: bool,
+    /// `watermark` and `watermark_changed` at the last commit, once the
+    /// group running now moved it.
+    watermark_before: Option<(Option<i64>, bool)>,
 }
 
 impl<O: Operator + ?Sized> Stage<O> {
@@ -106,6 +122,7 @@ impl<O: Operator + ?Sized> Stage<O> {
             operator,
             watermark: None,
             watermark_changed: false,
+            watermark_before: None,
         }
     }
 
@@ -152,9 +169,26 @@ impl<O: Operator + ?Sized> Stage<O> {
         {
             return Ok(());
         }
+        self.watermark_before
+            .get_or_insert((self.watermark, self.watermark_changed));
         self.watermark = Some(watermark_ns);
         self.watermark_changed = true;
         self.operator.on_watermark(watermark_ns, context, output)
+    }
+
+    /// The write group committed (see `Operator::commit`).
+    pub fn commit(&mut self) {
+        self.watermark_before = None;
+        self.operator.commit();
+    }
+
+    /// The write group failed (see `Operator::rollback`).
+    pub fn rollback(&mut self) -> Result<bool> {
+        if let Some((watermark, changed)) = self.watermark_before.take() {
+            self.watermark = watermark;
+            self.watermark_changed = changed;
+        }
+        self.operator.rollback()
     }
 
     pub fn on_barrier(&mut self, epoch: u64, output: &mut Output) -> Result<()> {
@@ -198,6 +232,7 @@ impl<O: Operator + ?Sized> Stage<O> {
     pub fn restore(&mut self, state: &StateReader) -> Result<()> {
         self.watermark = state.get(WATERMARK).and_then(decode_i64);
         self.watermark_changed = false;
+        self.watermark_before = None;
         self.operator.restore(state)
     }
 }

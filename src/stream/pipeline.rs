@@ -34,6 +34,9 @@ pub struct ViewPipeline {
     /// `<view>_late` when the view keeps its late rows.
     late: Option<LateSink>,
     memory: MemoryGauge,
+    /// Its late rows count and measured memory at the last commit.
+    late_rows_committed: u64,
+    memory_committed_bytes: usize,
 }
 
 impl ViewPipeline {
@@ -126,6 +129,8 @@ impl ViewPipeline {
             root,
             sink: Stage::new(Box::new(MaterializeOperator::new(result))),
             sink_slot,
+            late_rows_committed: 0,
+            memory_committed_bytes: 0,
         }
     }
 
@@ -242,6 +247,40 @@ impl ViewPipeline {
         std::iter::once(self.sink.operator().result()).chain(late)
     }
 
+    /// The write group committed: its operators forget how to undo it.
+    pub(super) fn commit(&mut self) {
+        self.root.commit();
+        self.sink.commit();
+        if let Some(late) = &mut self.late {
+            late.sink.commit();
+        }
+        self.late_rows_committed = self.late_rows().load(Ordering::Relaxed);
+        self.memory_committed_bytes = self.memory.measured_bytes;
+    }
+
+    /// The write group failed: its operators undo what it did (its staged
+    /// rows are discarded with `discard`). False when one could not.
+    pub(super) fn rollback(&mut self) -> Result<bool> {
+        let undone = self.root.rollback()? & self.sink.rollback()?;
+        let late_undone = match &mut self.late {
+            Some(late) => {
+                late.rows.take_kept();
+                late.changes.clear();
+                late.sink.rollback()?
+            }
+            None => true,
+        };
+        self.late_rows()
+            .store(self.late_rows_committed, Ordering::Relaxed);
+        // What the group grew is gone: its measurement with it.
+        self.memory.record(self.memory_committed_bytes);
+        Ok(undone && late_undone)
+    }
+
+    fn late_rows(&self) -> &std::sync::atomic::AtomicU64 {
+        self.sink.operator().result().late_rows()
+    }
+
     /// The side output's name and its changes since the last call.
     pub(super) fn take_late_changes(&mut self) -> Option<(String, Vec<Message>)> {
         let late = self.late.as_mut()?;
@@ -274,6 +313,7 @@ impl ViewPipeline {
             .result()
             .late_rows()
             .store(late as u64, Ordering::Relaxed);
+        self.late_rows_committed = late as u64;
         Ok(())
     }
 }

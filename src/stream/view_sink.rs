@@ -18,6 +18,9 @@ pub trait ViewSink: Send + Sync {
     fn apply(&self, chunk: &Chunk) -> Result<WriteBatch>;
     /// The view's watermark, for readers.
     fn set_watermark(&self, watermark_ns: i64);
+    fn watermark_ns(&self) -> Option<i64>;
+    /// Puts the watermark back (a failed write group had raised it).
+    fn reset_watermark(&self, watermark_ns: Option<i64>);
     /// How many rows the view's operators dropped as late.
     fn late_rows(&self) -> &AtomicU64;
     /// Its operators' state in memory when last measured.

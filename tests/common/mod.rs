@@ -14,6 +14,12 @@ pub struct TestServer {
     /// The metrics endpoint's port, when started with `--metrics-listen`.
     pub metrics_port: Option<u16>,
     pub data_dir: PathBuf,
+    /// What it was started with besides the data directory, for the store
+    /// check.
+    arguments: Vec<String>,
+    /// Whether dropping it checks that weir starts again on its data
+    /// directory (off for a test that damages the directory on purpose).
+    pub store_check: bool,
     _temp: Option<tempfile::TempDir>,
 }
 
@@ -111,6 +117,8 @@ impl TestServer {
             port,
             metrics_port,
             data_dir: data_dir.to_path_buf(),
+            arguments: arguments.iter().map(|a| a.to_string()).collect(),
+            store_check: true,
             _temp: None,
         }
     }
@@ -172,9 +180,22 @@ impl TestServer {
     }
 }
 
+/// The store check: after every test that wrote, weir must start again
+/// on the data directory it left (a test that never restarted would not
+/// see a directory weir refuses). Run when a server still running is
+/// dropped at the end of a test that passed.
 impl Drop for TestServer {
     fn drop(&mut self) {
+        let running = self.child.is_some();
         self.kill();
+        if !running || !self.store_check || std::thread::panicking() {
+            return;
+        }
+        let arguments: Vec<&str> = self.arguments.iter().map(String::as_str).collect();
+        let mut again =
+            TestServer::start_full(&self.data_dir, "127.0.0.1:0", &arguments, Stdio::inherit());
+        again.store_check = false;
+        again.kill();
     }
 }
 

@@ -7,8 +7,8 @@
 //! acknowledged, once its group is durable.
 //!
 //! A group is all or nothing: when one write fails in the views nothing
-//! of the group is applied; that write gets its error and the others a
-//! retryable one (40001), as writes arriving while views are rebuilt do.
+//! of the group is applied (the views undo what it did); that write gets
+//! its error and the others a retryable one (40001).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -474,16 +474,17 @@ fn commit_with_views(
         published();
         Ok(())
     };
-    // A bug in an operator must not leave views half-updated unnoticed.
+    // A failed group was undone by the observer; a bug in an operator
+    // (a panic) must not leave views half-updated unnoticed.
     catch_unwind(AssertUnwindSafe(|| {
         observer.append_and_commit(group, &mut commit)
     }))
     .unwrap_or_else(|_| {
+        observer.on_commit_failed();
         Err(whole(WeirError::internal(
             "a materialized view failed on this write; views are rebuilt",
         )))
     })
-    .inspect_err(|_| observer.on_commit_failed())
 }
 
 impl TableLog {

@@ -553,6 +553,14 @@ impl ViewSink for ViewResult {
         ViewResult::set_watermark(self, watermark_ns)
     }
 
+    fn watermark_ns(&self) -> Option<i64> {
+        ViewResult::watermark_ns(self)
+    }
+
+    fn reset_watermark(&self, watermark_ns: Option<i64>) {
+        *self.watermark.lock().unwrap_or_else(|p| p.into_inner()) = watermark_ns;
+    }
+
     fn late_rows(&self) -> &AtomicU64 {
         &self.late_rows
     }

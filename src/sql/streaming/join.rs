@@ -20,7 +20,7 @@ use datafusion::optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
 use datafusion::optimizer::scalar_subquery_to_join::ScalarSubqueryToJoin;
 use datafusion::optimizer::{OptimizerContext, OptimizerRule};
 
-use super::errors::{shown, unsupported};
+use super::errors::{has_subquery, shown, unsupported};
 use super::join_bounds::{side_bounds, SideBound};
 use super::nodes::{FilterNode, StreamNode};
 use super::{JunctionNode, PhysicalExprs, Planner, Segment};
@@ -108,7 +108,15 @@ impl Planner<'_> {
                 ScalarSubqueryToJoin::new().rewrite(filter.clone(), &context)?
             }
         };
-        if !rewritten.transformed {
+        // A rule may change something below and leave the subquery where
+        // it was (an outer row's column in a join's ON inside EXISTS):
+        // planning that again would never end.
+        let still_there = match &rewritten.data {
+            LogicalPlan::Filter(filter) => has_subquery(&filter.predicate),
+            LogicalPlan::Projection(projection) => projection.expr.iter().any(has_subquery),
+            _ => false,
+        };
+        if !rewritten.transformed || still_there {
             return Err(unsupported(
                 "a subquery that cannot be turned into a join",
                 "Correlate IN / EXISTS subqueries by equality at the top level of WHERE, or make the subquery a materialized view and join it.",

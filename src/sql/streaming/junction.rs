@@ -30,11 +30,11 @@ impl JunctionNode {
 
     pub fn operator(self) -> Result<Junction> {
         Ok(match self {
-            JunctionNode::Union(union) => Junction::Union(UnionOperator::new(
+            JunctionNode::Union(union) => Junction::Union(Box::new(UnionOperator::new(
                 union.schema,
                 union.inputs,
                 union.watermark.is_some(),
-            )),
+            ))),
             JunctionNode::Join(join) => {
                 Junction::Join(Box::new(JoinOperator::new((*join).spec())?))
             }

@@ -148,6 +148,7 @@ pub fn plan(
         reads: Vec::new(),
         non_deterministic: None,
         rank_limits: Default::default(),
+        depth: 0,
     };
     // EMIT ON WINDOW CLOSE and late_data name one aggregate: the view's.
     // Without them every aggregate emits on update, each over the changes
@@ -302,7 +303,14 @@ struct Planner<'a> {
     non_deterministic: Option<String>,
     /// Bounds WHEREs put on ranking window functions below them (top-N).
     rank_limits: top_n::RankLimits,
+    /// How deep `segment` is in the plan now.
+    depth: usize,
 }
+
+/// The deepest plan a view may have: a statement's nesting is bounded when
+/// it is parsed, so only a bug could recurse past it, and that must be an
+/// error (54001), never a stack overflow.
+const MAX_PLAN_DEPTH: usize = 1000;
 
 struct StateTtl {
     ttl_ns: i64,
@@ -311,6 +319,20 @@ struct StateTtl {
 
 impl Planner<'_> {
     fn segment(&mut self, plan: &LogicalPlan) -> Result<Segment> {
+        if self.depth >= MAX_PLAN_DEPTH {
+            return Err(WeirError::new(
+                "54001",
+                "the view's query plan is too deep to plan as a stream",
+            )
+            .with_hint("Split the query into materialized views over each other."));
+        }
+        self.depth += 1;
+        let segment = self.plan_segment(plan);
+        self.depth -= 1;
+        segment
+    }
+
+    fn plan_segment(&mut self, plan: &LogicalPlan) -> Result<Segment> {
         // A temporal filter's now() is planned, not refused (the rest of
         // its WHERE is checked there).
         let temporal = matches!(plan, LogicalPlan::Filter(filter) if temporal_filter::split(&filter.predicate).is_some());

@@ -22,6 +22,10 @@ pub struct EmitOnCloseOperator {
     late_rows: LateRows,
     /// Whether `pending` changed since the last checkpoint.
     changed: bool,
+    /// `pending` and `changed` at the last commit, once the write group
+    /// running now changed them (a copy of the chunks' handles: the rows'
+    /// arrays are shared).
+    before: Option<(Vec<Chunk>, bool)>,
 }
 
 impl EmitOnCloseOperator {
@@ -31,6 +35,13 @@ impl EmitOnCloseOperator {
             pending: Vec::new(),
             late_rows,
             changed: false,
+            before: None,
+        }
+    }
+
+    fn before_change(&mut self) {
+        if self.before.is_none() {
+            self.before = Some((self.pending.clone(), self.changed));
         }
     }
 }
@@ -72,6 +83,7 @@ impl Operator for EmitOnCloseOperator {
             .collect();
         let kept = chunk.take(&indices)?;
         if kept.num_rows() > 0 {
+            self.before_change();
             self.changed = true;
             self.pending.push(Chunk {
                 watermarks: None,
@@ -110,11 +122,25 @@ impl Operator for EmitOnCloseOperator {
         Ok(())
     }
 
+    fn commit(&mut self) {
+        self.before = None;
+    }
+
+    fn rollback(&mut self) -> Result<bool> {
+        if let Some((pending, changed)) = self.before.take() {
+            self.pending = pending;
+            self.changed = changed;
+        }
+        Ok(true)
+    }
+
     fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
-        let Some(first) = self.pending.first() else {
+        if self.pending.is_empty() {
             output.push(Message::Watermark(watermark_ns));
             return Ok(());
-        };
+        }
+        self.before_change();
+        let first = &self.pending[0];
         let schema = first.rows.schema();
         let rows: Vec<_> = self
             .pending

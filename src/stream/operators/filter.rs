@@ -24,6 +24,11 @@ impl Operator for FilterOperator {
         "Filter"
     }
 
+    /// Nothing to undo: it keeps no state.
+    fn rollback(&mut self) -> Result<bool> {
+        Ok(true)
+    }
+
     fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
         let mask = self
             .predicate

@@ -15,6 +15,9 @@ pub struct MaterializeOperator {
     /// While rebuilding operator state on start the stored rows are already
     /// current: changes are passed on but not applied again.
     replaying: bool,
+    /// The view's watermark at the last commit, once the group running
+    /// now raised it.
+    watermark_before: Option<Option<i64>>,
 }
 
 impl MaterializeOperator {
@@ -23,6 +26,7 @@ impl MaterializeOperator {
             result,
             writes: WriteBatch::new(),
             replaying: false,
+            watermark_before: None,
         }
     }
 
@@ -63,7 +67,24 @@ impl Operator for MaterializeOperator {
         Ok(())
     }
 
+    /// The view's staged rows are the view result's, discarded with the
+    /// group; the watermark readers see goes back.
+    fn rollback(&mut self) -> Result<bool> {
+        self.writes = WriteBatch::new();
+        if let Some(watermark) = self.watermark_before.take() {
+            self.result.reset_watermark(watermark);
+        }
+        Ok(true)
+    }
+
+    fn commit(&mut self) {
+        self.watermark_before = None;
+    }
+
     fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
+        if self.watermark_before.is_none() {
+            self.watermark_before = Some(self.result.watermark_ns());
+        }
         self.result.set_watermark(watermark_ns);
         output.push(Message::Watermark(watermark_ns));
         Ok(())

@@ -36,6 +36,11 @@ impl Operator for ProjectOperator {
         "Project"
     }
 
+    /// Nothing to undo: it keeps no state.
+    fn rollback(&mut self) -> Result<bool> {
+        Ok(true)
+    }
+
     fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
         let rows = chunk.num_rows();
         let columns = self

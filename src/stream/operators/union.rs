@@ -26,6 +26,9 @@ pub struct UnionOperator {
     watermarks: Vec<Option<i64>>,
     merge: WatermarkMerge,
     barriers: BarrierAlign,
+    /// `watermarks` and `merge` at the last commit, once the write group
+    /// running now moved them.
+    before: Option<(Vec<Option<i64>>, WatermarkMerge)>,
 }
 
 impl UnionOperator {
@@ -38,6 +41,7 @@ impl UnionOperator {
             merge: WatermarkMerge::new(&names),
             barriers: BarrierAlign::new(&names),
             names,
+            before: None,
         }
     }
 
@@ -56,6 +60,9 @@ impl UnionOperator {
                 output.push(Message::batch(chunk));
             }
             Message::Watermark(watermark) if self.forwards_watermarks => {
+                if self.before.is_none() {
+                    self.before = Some((self.watermarks.clone(), self.merge.clone()));
+                }
                 let slot = &mut self.watermarks[branch];
                 *slot = Some(slot.map_or(watermark, |current| current.max(watermark)));
                 if let Some(merged) = self.merge.advance(&self.names[branch], watermark) {
@@ -102,6 +109,20 @@ impl UnionOperator {
         own.iter()
             .map(|watermark| Some(watermark?.min(others?)))
             .collect()
+    }
+
+    pub fn commit(&mut self) {
+        self.before = None;
+    }
+
+    /// Puts the branches' watermarks back as they were at the last commit;
+    /// its only state, so it always can.
+    pub fn rollback(&mut self) -> bool {
+        if let Some((watermarks, merge)) = self.before.take() {
+            self.watermarks = watermarks;
+            self.merge = merge;
+        }
+        true
     }
 
     pub fn checkpoint(&self, state: &mut StateWriter) {

@@ -36,6 +36,11 @@ impl Operator for WindowOperator {
         "Window"
     }
 
+    /// Nothing to undo: it keeps no state.
+    fn rollback(&mut self) -> Result<bool> {
+        Ok(true)
+    }
+
     fn on_batch(&mut self, chunk: Chunk, _: Context, output: &mut Output) -> Result<()> {
         let times = nanoseconds(chunk.rows.column(self.time_column))?;
         let mut indices = Vec::with_capacity(times.len());

@@ -24,6 +24,7 @@ mod session_partition;
 mod session_state;
 mod session_steps;
 mod state;
+mod undo;
 pub mod window_aggregate;
 mod window_bin;
 mod window_closes;
@@ -103,6 +104,10 @@ pub struct AggregateOperator {
     bin_changes: BinChanges,
     /// A global aggregate (no GROUP BY, no window) owes its row over no
     /// input: COUNT(*) 0, SUM NULL — as the same query run as a batch.
+    /// Paid when a write group ends with no row for it yet; rows that come
+    /// first make its first row, so a value that cannot be computed over
+    /// no rows (`count(*) / count(DISTINCT a)`) is never asked for while
+    /// rows exist, as in the same query run as a batch.
     owes_empty_row: bool,
     /// Its input retracts rows: accumulators take them back, and the last
     /// call (not shown) counts a group's rows, so a group whose rows are
@@ -110,6 +115,8 @@ pub struct AggregateOperator {
     retracting: bool,
     /// Under `EMIT EVERY`: the groups changed since the last firing.
     pending: Option<firing::PendingGroups>,
+    /// What the write group running now changed.
+    undo: undo::AggregateUndo,
 }
 
 /// Rows to emit: group key, aggregate values, diff.
@@ -151,6 +158,7 @@ impl AggregateOperator {
             owes_empty_row: global,
             retracting,
             pending: None,
+            undo: undo::AggregateUndo::default(),
         };
         if global {
             // The one group exists from the start (and is checkpointed with
@@ -168,6 +176,7 @@ impl AggregateOperator {
         if !std::mem::take(&mut self.owes_empty_row) {
             return Ok(());
         }
+        self.undo.owed_empty_row.get_or_insert(true);
         let accumulators = self
             .bins
             .get_mut(&UNWINDOWED)
@@ -267,8 +276,25 @@ impl Operator for AggregateOperator {
         Ok(())
     }
 
+    fn flush(&mut self, output: &mut Output) -> Result<()> {
+        self.pay_empty_row(output)
+    }
+
+    fn commit(&mut self) {
+        self.undo = undo::AggregateUndo::default();
+    }
+
+    fn rollback(&mut self) -> Result<bool> {
+        self.roll_back()
+    }
+
     fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
-        self.pay_empty_row(output)?;
+        // A global group not shown yet: its first row is the one after
+        // this batch (nothing to retract).
+        let unshown = std::mem::take(&mut self.owes_empty_row);
+        if unshown {
+            self.undo.owed_empty_row.get_or_insert(true);
+        }
         let rows = chunk.num_rows();
         let keys = self
             .groups
@@ -354,7 +380,7 @@ impl Operator for AggregateOperator {
                 (group.end, group.key),
                 rows,
                 &grouped,
-                context,
+                (context, unshown),
                 &mut emitted,
             )?;
         }
@@ -401,7 +427,7 @@ impl AggregateOperator {
         (end, key): (i64, &[u8]),
         [inserted, retracted]: [Range<usize>; 2],
         grouped: &GroupedArguments,
-        context: Context,
+        (context, unshown): (Context, bool),
         emitted: &mut Emitted,
     ) -> Result<()> {
         self.bin_changes.changed.insert(end);
@@ -411,11 +437,16 @@ impl AggregateOperator {
         let emits = self.pending.is_none()
             && (self.emit == EmitMode::OnUpdate || context.watermark.is_some_and(|w| w >= end));
         let bin = self.bins.entry(end).or_default();
+        self.undo
+            .before_change((end, key), bin.get_mut(key), &self.calls)?;
         let existed = bin.contains_key(key);
+        // Whether the group's row is shown (a global group is there from
+        // the start but shown only once paid for).
+        let shown = existed && !unshown;
         if let Some(pending) = &mut self.pending {
             pending.note(end, key, || match bin.get_mut(key) {
-                Some(accumulators) => evaluate(accumulators).map(Some),
-                None => Ok(None),
+                Some(accumulators) if shown => evaluate(accumulators).map(Some),
+                _ => Ok(None),
             })?;
         }
         if !existed {
@@ -424,7 +455,7 @@ impl AggregateOperator {
         let accumulators = bin
             .get_mut(key)
             .ok_or_else(|| WeirError::internal("a group vanished"))?;
-        let before = match emits && existed {
+        let before = match emits && shown {
             true => Some(evaluate(accumulators)?),
             false => None,
         };
@@ -493,10 +524,30 @@ impl AggregateOperator {
     fn drop_expired(&mut self, horizon: i64) {
         let open = self.bins.split_off(&horizon.saturating_add(1));
         let expired = std::mem::replace(&mut self.bins, open);
-        for end in expired.keys() {
-            self.bin_changes.changed.remove(end);
-            self.bin_changes.closed.insert(*end);
+        for (end, bin) in expired {
+            self.bin_changes.changed.remove(&end);
+            self.bin_changes.closed.insert(end);
+            // Kept until the write group commits, to undo it.
+            self.undo.dropped(end, bin);
         }
+    }
+
+    /// Puts the bins back as they were at the last commit (see `undo.rs`);
+    /// under EMIT EVERY it cannot yet (the groups held for the next
+    /// firing are not undone).
+    fn roll_back(&mut self) -> Result<bool> {
+        let undo = std::mem::take(&mut self.undo);
+        if self.pending.is_some() {
+            return Ok(undo.is_empty());
+        }
+        if let Some(owed) = undo.owed_empty_row {
+            self.owes_empty_row = owed;
+        }
+        for end in undo.undo(&mut self.bins, &self.calls)? {
+            self.bin_changes.closed.remove(&end);
+            self.bin_changes.changed.insert(end);
+        }
+        Ok(true)
     }
 }
 

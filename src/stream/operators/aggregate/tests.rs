@@ -260,3 +260,36 @@ fn state_stays_bounded_over_a_long_run() {
         assert!(most_bins <= 8, "{most_bins} bins held under {policy:?}");
     }
 }
+
+/// A failed write group is undone: groups it changed or made go back,
+/// windows it closed and dropped come back, the watermark goes back; the
+/// aggregate then emits exactly what one that never saw the group does.
+#[test]
+fn a_rolled_back_group_leaves_the_aggregate_as_if_it_never_came() {
+    for emit in [EmitMode::OnUpdate, EmitMode::OnWindowClose] {
+        let (mut undone, _) = operator(emit);
+        let (mut never, _) = operator(emit);
+        let committed = chunk(&[("a", 0), ("b", 0), ("a", 10)], &[None, None, None]);
+        undone.on_batch(committed.clone(), &mut Vec::new()).unwrap();
+        never.on_batch(committed, &mut Vec::new()).unwrap();
+        undone.commit();
+        never.commit();
+        // Changes group a, makes group c, closes and drops window 0.
+        let failed = chunk(&[("a", 0), ("c", 10)], &[None, None]);
+        undone.on_batch(failed, &mut Vec::new()).unwrap();
+        undone.on_watermark(15, &mut Vec::new()).unwrap();
+        assert!(
+            !undone.operator().bins.contains_key(&10),
+            "window 0 dropped"
+        );
+        assert!(undone.rollback().unwrap());
+        let later = chunk(&[("a", 0), ("b", 10)], &[None, None]);
+        let (mut got, mut expected) = (Vec::new(), Vec::new());
+        undone.on_batch(later.clone(), &mut got).unwrap();
+        never.on_batch(later, &mut expected).unwrap();
+        undone.on_watermark(30, &mut got).unwrap();
+        never.on_watermark(30, &mut expected).unwrap();
+        assert_eq!(rows(&got), rows(&expected), "{emit:?}");
+        assert!(!rows(&got).is_empty());
+    }
+}

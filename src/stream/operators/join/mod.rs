@@ -19,6 +19,7 @@ mod existence;
 mod side;
 #[cfg(test)]
 mod tests;
+mod undo;
 
 use std::sync::Arc;
 
@@ -128,6 +129,9 @@ pub struct JoinOperator {
     output_watermark: Option<[i64; 2]>,
     /// The last watermark it put out.
     emitted_watermark: Option<i64>,
+    /// `watermarks` and `emitted_watermark` at the last commit, once the
+    /// write group running now moved them.
+    watermarks_before: Option<([Option<i64>; 2], Option<i64>)>,
 }
 
 impl JoinOperator {
@@ -181,6 +185,7 @@ impl JoinOperator {
             lookup: spec.lookup,
             output_watermark: spec.output_watermark,
             emitted_watermark: None,
+            watermarks_before: None,
         })
     }
 
@@ -232,6 +237,9 @@ impl JoinOperator {
         match message {
             Message::Batch(chunk) => self.on_batch(side, &chunk, output)?,
             Message::Watermark(watermark) => {
+                if self.watermarks_before.is_none() {
+                    self.watermarks_before = Some((self.watermarks, self.emitted_watermark));
+                }
                 let known = &mut self.watermarks[side];
                 if known.is_none_or(|known| watermark > known) {
                     *known = Some(watermark);
@@ -245,6 +253,8 @@ impl JoinOperator {
             }
             Message::Barrier(epoch) => {
                 self.expire_ttl()?;
+                // Barriers come between write groups and are not undone.
+                self.commit();
                 if self.barriers.arrive(&self.names[side], epoch) {
                     output.push(Message::Barrier(epoch));
                     return Ok(Some(epoch));
@@ -359,6 +369,22 @@ impl JoinOperator {
 
     pub fn memory_bytes(&self) -> usize {
         self.sides.iter().map(JoinSide::memory_bytes).sum()
+    }
+
+    pub fn commit(&mut self) {
+        self.sides.iter_mut().for_each(JoinSide::commit);
+        self.watermarks_before = None;
+    }
+
+    /// Undoes the failed write group: both sides' rows and deadlines, and
+    /// the watermarks. Always possible.
+    pub fn rollback(&mut self) -> Result<bool> {
+        self.sides.iter_mut().for_each(JoinSide::rollback);
+        if let Some((watermarks, emitted)) = self.watermarks_before.take() {
+            self.watermarks = watermarks;
+            self.emitted_watermark = emitted;
+        }
+        Ok(true)
     }
 }
 

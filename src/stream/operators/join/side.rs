@@ -13,6 +13,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::undo::{DeadlineList, DueRows, SideUndo};
 use crate::error::Result;
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::Chunk;
@@ -50,6 +51,8 @@ pub struct JoinSide {
     /// `state_ttl`: how long after it came a row is forgotten, and the
     /// rows by when.
     ttl: Option<(i64, Deadlines)>,
+    /// What the write group running now changed.
+    undo: SideUndo,
 }
 
 /// A side whose rows can only match rows of the other side up to a time:
@@ -79,19 +82,23 @@ impl Deadlines {
     }
 
     /// Takes out the rows whose deadline is before `time`.
-    fn due(&mut self, time: i64) -> Vec<Box<[u8]>> {
+    fn due(&mut self, time: i64) -> DueRows {
         if self
             .0
             .first_key_value()
             .is_none_or(|(first, _)| *first >= time)
         {
-            return Vec::new();
+            return DueRows::new();
         }
         let kept = self.0.split_off(&time);
         std::mem::replace(&mut self.0, kept)
-            .into_values()
-            .flatten()
-            .collect()
+    }
+
+    /// Puts entries `due` took out back.
+    fn put_back(&mut self, rows: DueRows) {
+        for (deadline, rows) in rows {
+            self.0.entry(deadline).or_default().extend(rows);
+        }
     }
 }
 
@@ -123,6 +130,7 @@ impl JoinSide {
             state_prefix: format!("rows/{index}/").into_bytes(),
             expiry: None,
             ttl: None,
+            undo: SideUndo::default(),
         })
     }
 
@@ -155,7 +163,8 @@ impl JoinSide {
             Some((_, deadlines)) => deadlines.due(now_ns),
             None => return Ok(()),
         };
-        self.forget(due)
+        self.undo.note_taken_out(DeadlineList::Ttl, &due);
+        self.forget(due.into_values().flatten().collect())
     }
 
     /// Per row of `batch`, the other side's watermark past which it can
@@ -199,7 +208,33 @@ impl JoinSide {
             Some(side) => side.rows_by_end.due(watermark),
             None => return Ok(()),
         };
-        self.forget(due)
+        self.undo.note_taken_out(DeadlineList::Expiry, &due);
+        self.forget(due.into_values().flatten().collect())
+    }
+
+    /// The write group committed: forget how to undo it.
+    pub fn commit(&mut self) {
+        self.undo.clear();
+    }
+
+    /// The write group failed: every change it made is taken back, last
+    /// first, and the deadline entries it took out are put back.
+    pub fn rollback(&mut self) {
+        let undo = std::mem::take(&mut self.undo);
+        for (key, row, diff) in undo.changes_last_first() {
+            self.apply(key, row, -diff);
+        }
+        for (list, rows) in undo.taken_out {
+            for row in rows.values().flatten() {
+                self.bytes += row.len() + ROW_OVERHEAD_BYTES;
+            }
+            match (list, self.expiry.as_mut(), self.ttl.as_mut()) {
+                (DeadlineList::Expiry, Some(side), _) => side.rows_by_end.put_back(rows),
+                (DeadlineList::Ttl, _, Some((_, deadlines))) => deadlines.put_back(rows),
+                _ => {}
+            }
+        }
+        self.undo.clear();
     }
 
     /// Removes every copy of `due` rows (each listed row's deadline entry
@@ -267,6 +302,7 @@ impl JoinSide {
 
     /// Adds `diff` to the multiplicity of `row` under `key`.
     pub fn apply(&mut self, key: &[u8], row: &[u8], diff: i64) {
+        self.undo.note(key, row, diff);
         if !self.groups.contains_key(key) {
             self.bytes += key.len() + GROUP_OVERHEAD_BYTES;
             self.groups.insert(key.into(), KeyGroup::default());
@@ -323,7 +359,7 @@ impl JoinSide {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.bytes + self.changed.len() * ROW_OVERHEAD_BYTES
+        self.bytes + self.changed.len() * ROW_OVERHEAD_BYTES + self.undo.memory_bytes()
     }
 
     /// Writes the multiplicity of every row that changed (deleting rows
@@ -364,6 +400,7 @@ impl JoinSide {
             }
         }
         self.changed.clear();
+        self.undo.clear();
         Ok(())
     }
 

@@ -510,3 +510,65 @@ fn a_lookup_join_meets_the_table_as_it_is_and_forwards_the_left_watermark() {
         "left rows are not kept"
     );
 }
+
+/// A write group that failed is undone: the join then behaves exactly as
+/// one that never saw it, for every kind (rows, outer rows' NULL padding,
+/// semi and anti joins' counts).
+#[test]
+fn a_rolled_back_group_leaves_the_join_as_if_it_never_came() {
+    let kinds = [
+        JoinKind::Inner,
+        JoinKind::Left,
+        JoinKind::Right,
+        JoinKind::Full,
+        JoinKind::Semi,
+        JoinKind::Anti,
+    ];
+    for kind in kinds {
+        let (mut undone, mut never) = (join(kind, false), join(kind, false));
+        let committed = [
+            (0, changes("a", &[((Some(1), 10), 1), ((Some(2), 20), 1)])),
+            (1, changes("b", &[((Some(1), 5), 1), ((None, 6), 1)])),
+        ];
+        for (side, message) in committed {
+            undone
+                .on_message(side, message.clone(), &mut Vec::new())
+                .unwrap();
+            never.on_message(side, message, &mut Vec::new()).unwrap();
+        }
+        undone.commit();
+        never.commit();
+        // The failed group: adds, retracts the last row of a key, adds a
+        // new key on both sides, and moves the right watermark.
+        let failed = [
+            (0, changes("a", &[((Some(2), 20), -1), ((Some(3), 30), 2)])),
+            (1, changes("b", &[((Some(1), 5), -1), ((Some(3), 7), 1)])),
+            (1, Message::Watermark(100)),
+        ];
+        for (side, message) in failed {
+            undone.on_message(side, message, &mut Vec::new()).unwrap();
+        }
+        assert!(undone.rollback().unwrap());
+        let later = [
+            (1, changes("b", &[((Some(2), 8), 1), ((Some(1), 5), -1)])),
+            (0, changes("a", &[((Some(1), 11), 1)])),
+        ];
+        for (side, message) in later {
+            let (mut got, mut expected) = (Vec::new(), Vec::new());
+            undone.on_message(side, message.clone(), &mut got).unwrap();
+            never.on_message(side, message, &mut expected).unwrap();
+            let (mut got_rows, mut expected_rows) = (HashMap::new(), HashMap::new());
+            accumulate(got, &mut got_rows);
+            accumulate(expected, &mut expected_rows);
+            assert_eq!(got_rows, expected_rows, "{kind:?}");
+        }
+        for side in 0..2 {
+            assert_eq!(
+                undone.sides[side].stored(),
+                never.sides[side].stored(),
+                "{kind:?} side {side}"
+            );
+        }
+        assert_eq!(undone.watermarks, never.watermarks, "{kind:?}");
+    }
+}

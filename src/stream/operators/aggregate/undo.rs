@@ -1,0 +1,104 @@
+//! How the row-level aggregate undoes a failed write group: before the
+//! group first changes a group's accumulators, their state is kept (the
+//! same `snapshot` a checkpoint takes, so the live accumulators go on
+//! exactly as a restored one would); bins the group closed are kept
+//! instead of dropped. Undoing rebuilds the touched groups from what was
+//! kept and puts the closed bins back: work in proportion to what the
+//! group touched.
+
+use std::collections::{BTreeMap, HashMap};
+
+use datafusion::arrow::array::ArrayRef;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+
+use super::calls::{new_accumulators, AggregateCall};
+use super::state::snapshot;
+use super::Bin;
+use crate::error::Result;
+
+/// Each call's accumulator state (None: the group did not exist yet).
+type GroupStates = Option<Vec<Vec<ScalarValue>>>;
+
+/// What a write group changed in an aggregate's bins.
+#[derive(Default)]
+pub struct AggregateUndo {
+    /// Per (window end, group key) touched: each call's state before the
+    /// group (None: the group did not exist).
+    groups: HashMap<(i64, Vec<u8>), GroupStates>,
+    /// Bins the group dropped (closed past their lateness).
+    dropped: BTreeMap<i64, Bin>,
+    /// Whether the global group's row was still owed.
+    pub owed_empty_row: Option<bool>,
+}
+
+impl AggregateUndo {
+    /// Keeps the state of group `key` of the bin ending at `end` before
+    /// the group running now first changes it.
+    pub fn before_change(
+        &mut self,
+        (end, key): (i64, &[u8]),
+        accumulators: Option<&mut Vec<Box<dyn Accumulator>>>,
+        calls: &[AggregateCall],
+    ) -> Result<()> {
+        if self.groups.contains_key(&(end, key.to_vec())) {
+            return Ok(());
+        }
+        let states = match accumulators {
+            Some(accumulators) => Some(
+                accumulators
+                    .iter_mut()
+                    .zip(calls)
+                    .map(|(accumulator, call)| snapshot(call, accumulator))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            None => None,
+        };
+        self.groups.insert((end, key.to_vec()), states);
+        Ok(())
+    }
+
+    pub fn dropped(&mut self, end: i64, bin: Bin) {
+        self.dropped.insert(end, bin);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.dropped.is_empty() && self.owed_empty_row.is_none()
+    }
+
+    /// Puts `bins` back as they were before the group; returns the ends
+    /// of the bins it touched (to be checkpointed again).
+    pub fn undo(self, bins: &mut BTreeMap<i64, Bin>, calls: &[AggregateCall]) -> Result<Vec<i64>> {
+        let mut touched: Vec<i64> = self.dropped.keys().copied().collect();
+        bins.extend(self.dropped);
+        for ((end, key), states) in self.groups {
+            touched.push(end);
+            let bin = bins.entry(end).or_default();
+            match states {
+                None => {
+                    bin.remove(&key);
+                }
+                Some(states) => {
+                    bin.insert(key, restored(calls, states)?);
+                }
+            }
+        }
+        Ok(touched)
+    }
+}
+
+/// Fresh accumulators merged from each call's kept state.
+fn restored(
+    calls: &[AggregateCall],
+    states: Vec<Vec<ScalarValue>>,
+) -> Result<Vec<Box<dyn Accumulator>>> {
+    let mut accumulators = new_accumulators(calls)?;
+    for (accumulator, state) in accumulators.iter_mut().zip(states) {
+        let arrays = state
+            .iter()
+            .map(ScalarValue::to_array)
+            .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+        accumulator.merge_batch(&arrays)?;
+    }
+    Ok(accumulators)
+}
