@@ -318,6 +318,7 @@ struct StateTtl {
 }
 
 impl Planner<'_> {
+    #[recursive::recursive]
     fn segment(&mut self, plan: &LogicalPlan) -> Result<Segment> {
         if self.depth >= MAX_PLAN_DEPTH {
             return Err(WeirError::new(
