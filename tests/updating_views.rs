@@ -174,12 +174,14 @@ async fn lookup_joins_keep_lookup_semantics_through_backfill_and_restarts() {
              UPDATE rates SET rate = 4 WHERE currency = 'eur';
              INSERT INTO orders VALUES (4, 'eur', 1), (5, 'gbp', 1);
              DELETE FROM rates WHERE currency = 'usd';
-             INSERT INTO orders VALUES (6, 'usd', 1);",
+             INSERT INTO orders VALUES (6, 'usd', 1);
+             INSERT INTO orders VALUES (9, 'eur', 1);
+             UPDATE rates SET rate = 6 WHERE currency = 'eur';",
         )
         .await
         .unwrap();
     let later = expect(
-        &[["1", "20"], ["2", "5"], ["4", "4"], ["5", "3"]],
+        &[["1", "20"], ["2", "5"], ["4", "4"], ["5", "3"], ["9", "4"]],
         &[
             ["1", "2"],
             ["2", "1"],
@@ -187,8 +189,9 @@ async fn lookup_joins_keep_lookup_semantics_through_backfill_and_restarts() {
             ["4", "4"],
             ["5", "3"],
             ["6", "NULL"],
+            ["9", "4"],
         ],
-        &[["eur", "24"], ["gbp", "3"], ["usd", "5"]],
+        &[["eur", "28"], ["gbp", "3"], ["usd", "5"]],
     );
     drop(check(client, later.clone(), "after table changes").await);
     assert!(server.terminate().success());
@@ -211,6 +214,7 @@ async fn lookup_joins_keep_lookup_semantics_through_backfill_and_restarts() {
             ["5", "3"],
             ["7", "14"],
             ["8", "5"],
+            ["9", "4"],
         ],
         &[
             ["1", "2"],
@@ -221,8 +225,9 @@ async fn lookup_joins_keep_lookup_semantics_through_backfill_and_restarts() {
             ["6", "NULL"],
             ["7", "7"],
             ["8", "5"],
+            ["9", "4"],
         ],
-        &[["eur", "29"], ["gbp", "3"], ["usd", "19"]],
+        &[["eur", "33"], ["gbp", "3"], ["usd", "19"]],
     );
     check(
         client,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::Engine;
 use crate::catalog::RelationKind;
-use crate::error::{sqlstate, Result, WeirError};
+use crate::error::{Result, WeirError};
 use crate::state::WriteBatch;
 use crate::stream::checkpoint::{in_generation, EpochRecord, StateReader};
 use crate::stream::checkpoint_store::{
@@ -233,6 +233,7 @@ impl Engine {
                 log.trim_ticks(covered)?;
             }
         }
+        crate::stream::commit_order::trim(&**self.catalog.store(), record.commit_sequence)?;
         Ok(())
     }
 
@@ -282,38 +283,6 @@ impl Engine {
             rows_replayed,
         });
         Ok(())
-    }
-
-    /// Pushes every table's rows after the dataflow's offset for it.
-    fn replay_tables(&self, flow: &mut Dataflow) -> Result<u64> {
-        let mut replayed = 0;
-        for definition in self.catalog.definitions() {
-            if definition.kind != RelationKind::Table || !flow.has_readers(&definition.name) {
-                continue;
-            }
-            let Some(log) = self.catalog.table(&definition.name) else {
-                continue;
-            };
-            let offset = flow.offset(&definition.name);
-            let total = log.row_count();
-            if offset > total {
-                return Err(WeirError::new(
-                    sqlstate::DATA_CORRUPTED,
-                    format!(
-                        "the checkpoint has seen {offset} rows of {} but it has {total}",
-                        definition.name
-                    ),
-                ));
-            }
-            for chunk in log.history_from(offset)? {
-                flow.push(&definition.name, chunk?)?;
-            }
-            flow.flush()?;
-            flow.commit_group();
-            flow.advance_offset(&definition.name, total - offset);
-            replayed += total - offset;
-        }
-        Ok(replayed)
     }
 
     fn last_epoch(&self) -> Result<Option<EpochRecord>> {

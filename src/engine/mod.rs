@@ -14,6 +14,7 @@ mod output_limits;
 pub mod pg_catalog;
 pub mod privileges;
 pub mod relations;
+mod replay;
 pub mod roles;
 mod sinks;
 mod sources;

@@ -119,6 +119,9 @@ pub struct EpochRecord {
     /// Where the operator state of this epoch is stored (absent: 0).
     #[serde(default)]
     pub generation: u64,
+    /// The last write group it covers (`commit_order`; absent: 0).
+    #[serde(default)]
+    pub commit_sequence: u64,
 }
 
 impl EpochRecord {

@@ -23,6 +23,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use super::checkpoint::{operator_state_prefix, EpochRecord};
 use super::checkpoint_store::StoredState;
+use super::commit_order;
 use super::message::{Chunk, Message};
 pub use super::pipeline::ViewPipeline;
 use super::WatermarkTracker;
@@ -62,6 +63,8 @@ pub struct Dataflow {
     /// Views the write group running now has reached: they undo it if it
     /// fails, and forget how once it commits.
     touched: BTreeSet<u64>,
+    /// The last write group logged in `commit_order`.
+    commit_sequence: u64,
 }
 
 /// A statement's pending view writes past this many bytes are spilled.
@@ -172,6 +175,7 @@ impl Dataflow {
                 self.epoch = record.epoch;
                 self.stored.generation = record.generation;
                 self.offsets = record.offsets.clone();
+                self.commit_sequence = record.commit_sequence;
             }
             None => {
                 self.offsets.clear();
@@ -184,6 +188,16 @@ impl Dataflow {
     /// Where the operator state of the last checkpoint is stored.
     pub fn stored_state(&mut self) -> &mut StoredState {
         &mut self.stored
+    }
+
+    /// The last write group logged in `commit_order`.
+    pub fn commit_sequence(&self) -> u64 {
+        self.commit_sequence
+    }
+
+    /// Recovery replayed up to group `sequence`: the next logs after it.
+    pub fn set_commit_sequence(&mut self, sequence: u64) {
+        self.commit_sequence = self.commit_sequence.max(sequence);
     }
 
     pub fn offset(&self, table: &str) -> u64 {
@@ -426,6 +440,7 @@ impl Dataflow {
             offsets: self.offsets.clone(),
             unix_ms,
             generation: self.stored.generation,
+            commit_sequence: self.commit_sequence,
         };
         self.epoch = epoch;
         self.changed = false;
@@ -571,6 +586,9 @@ impl AppendObserver for SharedDataflow {
             Ok(offsets) => {
                 flow.publish();
                 flow.commit_group();
+                if offsets.iter().any(|(_, rows)| *rows > 0) {
+                    flow.commit_sequence += 1;
+                }
                 for (table, rows) in offsets {
                     flow.advance_offset(&table, rows);
                 }
@@ -617,6 +635,9 @@ fn push_and_commit(
     }
     let whole = |error| GroupFailure { write: None, error };
     writes.extend(flow.flush().map_err(whole)?);
+    if offsets.iter().any(|(_, rows)| *rows > 0) {
+        commit_order::put(&mut writes, flow.commit_sequence + 1, &offsets);
+    }
     commit(writes).map_err(whole)?;
     Ok(offsets)
 }

@@ -8,6 +8,7 @@ pub mod append_observer;
 pub mod branch;
 pub mod checkpoint;
 pub mod checkpoint_store;
+pub mod commit_order;
 pub mod dataflow;
 pub mod junction;
 pub mod late;
