@@ -187,7 +187,7 @@ impl Engine {
         for input in input_names {
             let table = tables.iter().find(|(name, _)| *name == input);
             inputs.push(NewViewInput {
-                table_history: table.map(|(_, log)| log.history()).transpose()?,
+                table_history: table.map(|(_, log)| log.backfill_history()).transpose()?,
                 table_rows: table.map(|(_, log)| log.row_count()),
                 name: input,
             });

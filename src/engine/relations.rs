@@ -30,7 +30,9 @@ pub struct Relations {
     schema: Arc<dyn SchemaProvider>,
     definitions: RwLock<BTreeMap<String, RelationDefinition>>,
     table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
-    view_results: RwLock<HashMap<String, Arc<ViewResult>>>,
+    /// Materialized views' (and side outputs') providers, each holding
+    /// the view's current rows.
+    view_results: RwLock<HashMap<String, Arc<MaterializedViewTable>>>,
     /// Every table's writes commit through it, in groups.
     committer: Arc<GroupCommitter>,
     /// The next relation id. Ids are never reused, even after a DROP, and
@@ -148,7 +150,7 @@ impl Relations {
     /// The rows of materialized view `name`.
     pub fn view_result(&self, name: &str) -> Option<Arc<ViewResult>> {
         let results = self.view_results.read().unwrap_or_else(|p| p.into_inner());
-        results.get(name).cloned()
+        results.get(name).map(|provider| provider.result())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RelationDefinition>> {
@@ -411,17 +413,26 @@ impl Relations {
             for outbox in self.outboxes_of(&name) {
                 result.attach_outbox(outbox);
             }
-            let provider = MaterializedViewTable::new(result.clone());
-            let _ = self.schema.deregister_table(&name)?;
-            self.register(&name, Arc::new(provider))?;
-            let replaced = self
+            let existing = self
                 .view_results
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&name)
+                .cloned();
+            // A rebuilt view keeps its provider: plans prepared over it
+            // read the rebuilt rows.
+            if let Some(provider) = existing {
+                let replaced = provider.replace(result);
+                replaced.end_subscriptions("the view was rebuilt after a failed write");
+                continue;
+            }
+            let provider = Arc::new(MaterializedViewTable::new(result));
+            let _ = self.schema.deregister_table(&name)?;
+            self.register(&name, provider.clone())?;
+            self.view_results
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(name, result);
-            if let Some(replaced) = replaced {
-                replaced.end_subscriptions("the view was rebuilt after a failed write");
-            }
+                .insert(name, provider);
         }
         self.write().insert(definition.name.clone(), definition);
         Ok(())
@@ -499,7 +510,7 @@ impl Relations {
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
         if let Some(dropped) = dropped {
-            dropped.end_subscriptions("the view was dropped");
+            dropped.result().end_subscriptions("the view was dropped");
         }
         self.write().remove(name);
         Ok(())

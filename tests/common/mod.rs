@@ -2,6 +2,8 @@
 //! data directory, and clients for it.
 #![allow(dead_code)]
 
+pub mod update_model;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};

@@ -5,8 +5,13 @@
 //! so backfilling a view or recovering one holds one entry at a time.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::compute::filter_record_batch;
 
 use super::entries::{Entry, EntryReader};
+use super::locations::RowLocations;
+use super::lock;
 use crate::error::Result;
 use crate::stream::dataflow::source_messages;
 use crate::stream::{Message, WatermarkTracker};
@@ -24,6 +29,8 @@ pub struct History {
     /// Ticks before this row have been applied.
     ticks_applied_to: u64,
     finished: bool,
+    /// Only the rows live now, as inserts (a new view's backfill).
+    live: Option<Arc<Mutex<RowLocations>>>,
 }
 
 impl History {
@@ -43,7 +50,13 @@ impl History {
             to,
             ticks_applied_to: 0,
             finished: false,
+            live: None,
         }
+    }
+
+    /// Gives only the rows live at the end, as inserts.
+    pub(super) fn only_live(&mut self, locations: Arc<Mutex<RowLocations>>) {
+        self.live = Some(locations);
     }
 
     /// Raises the watermark by the ticks logged up to row `at` (inclusive),
@@ -86,6 +99,15 @@ impl History {
             }
         }
         let changes = entry.changes_from(self.from);
+        if let Some(locations) = &self.live {
+            let start = self.from.max(entry.first_row);
+            let shown = lock(locations).visible(&changes, start, self.to);
+            let rows = filter_record_batch(&changes.rows, &shown)?;
+            if rows.num_rows() > 0 {
+                messages.extend(source_messages(rows, None, self.tracker.as_mut())?);
+            }
+            return Ok(messages);
+        }
         if changes.num_rows() > 0 {
             let diffs = changes.diffs();
             messages.extend(source_messages(changes.rows, diffs, self.tracker.as_mut())?);

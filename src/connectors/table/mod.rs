@@ -344,6 +344,19 @@ impl TableLog {
         self.history_from(0)
     }
 
+    /// What a new view starts from: for a table whose rows are updated
+    /// and deleted (and that has no watermark, whose rows' order would
+    /// matter), only its live rows, as a query of it sees them — a view
+    /// over a SELECT must not fail on a row deleted before it existed;
+    /// otherwise its whole history.
+    pub fn backfill_history(&self) -> Result<History> {
+        let mut history = self.history()?;
+        if let (Some(locations), None) = (&self.locations, &self.watermark) {
+            history.only_live(locations.clone());
+        }
+        Ok(history)
+    }
+
     /// The history after the first `offset` rows (recovery from a
     /// checkpoint); the skipped rows still move the watermark. Watermarks
     /// raised between rows come back where they were raised.

@@ -587,21 +587,38 @@ impl ViewSink for ViewResult {
 }
 
 /// The DataFusion face of a materialized view: a scan of its current rows.
+/// A rebuilt view gets a new `ViewResult` in the same provider, so a plan
+/// prepared before (which holds the provider) reads the new one.
 #[derive(Debug)]
 pub struct MaterializedViewTable {
-    result: Arc<ViewResult>,
+    result: std::sync::RwLock<Arc<ViewResult>>,
 }
 
 impl MaterializedViewTable {
     pub fn new(result: Arc<ViewResult>) -> Self {
-        MaterializedViewTable { result }
+        MaterializedViewTable {
+            result: std::sync::RwLock::new(result),
+        }
+    }
+
+    pub fn result(&self) -> Arc<ViewResult> {
+        self.result
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The view's rows are `result` from now on; returns the previous.
+    pub fn replace(&self, result: Arc<ViewResult>) -> Arc<ViewResult> {
+        let mut current = self.result.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *current, result)
     }
 }
 
 #[async_trait]
 impl TableProvider for MaterializedViewTable {
     fn schema(&self) -> SchemaRef {
-        self.result.schema()
+        self.result().schema()
     }
 
     fn table_type(&self) -> TableType {
@@ -616,7 +633,7 @@ impl TableProvider for MaterializedViewTable {
         _limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
         let rows = self
-            .result
+            .result()
             .rows(projection.cloned())
             .map_err(|error| datafusion::error::DataFusionError::External(Box::new(error)))?;
         let schema = datafusion::physical_plan::streaming::PartitionStream::schema(&rows).clone();

@@ -20,13 +20,95 @@ pub type Partition = BTreeMap<Entry, i64>;
 
 /// An operator's partitions by key, and which changed since the last
 /// checkpoint (each checkpointed as an entry `partition/<key>`).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct Partitions {
     pub by_key: HashMap<Box<[u8]>, Partition>,
     changed: HashSet<Box<[u8]>>,
+    /// What the write group running now changed.
+    undo: ChangeLog,
+}
+
+/// Changes to the partitions as (partition key, entry, diff), in one byte
+/// buffer (no allocation per row), to undo a failed write group.
+#[derive(Debug, Default)]
+struct ChangeLog {
+    bytes: Vec<u8>,
+    /// Per change: the key's, ORDER BY key's and row's lengths, the diff.
+    changes: Vec<([u32; 3], i64)>,
+}
+
+/// Equal when they hold the same rows and changes to checkpoint (what a
+/// group could still undo is not part of it).
+impl PartialEq for Partitions {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_key == other.by_key && self.changed == other.changed
+    }
 }
 
 impl Partitions {
+    /// Notes that `diff` copies of `entry` are added to partition `key`
+    /// (call it for every change the group makes).
+    pub fn note(&mut self, key: &[u8], (order, row): &Entry, diff: i64) {
+        let log = &mut self.undo;
+        for part in [key, order, row] {
+            log.bytes.extend_from_slice(part);
+        }
+        let lengths = [key.len() as u32, order.len() as u32, row.len() as u32];
+        log.changes.push((lengths, diff));
+    }
+
+    /// Adds `diff` copies of `entry` to partition `key`, noted.
+    pub fn apply(&mut self, key: &[u8], entry: Entry, diff: i64) {
+        self.note(key, &entry, diff);
+        match self.by_key.get_mut(key) {
+            Some(partition) => apply(partition, entry, diff),
+            None => {
+                let mut partition = Partition::new();
+                apply(&mut partition, entry, diff);
+                self.by_key.insert(key.into(), partition);
+            }
+        }
+    }
+
+    /// Removes every copy of `entry` from partition `key`, noted.
+    pub fn remove_entry(&mut self, key: &[u8], entry: &Entry) {
+        let Some(count) = self.by_key.get(key).and_then(|p| p.get(entry)).copied() else {
+            return;
+        };
+        self.note(key, entry, -count);
+        if let Some(partition) = self.by_key.get_mut(key) {
+            partition.remove(entry);
+        }
+    }
+
+    /// The write group committed: forget its changes.
+    pub fn commit(&mut self) {
+        if self.undo.bytes.capacity() > 64 * 1024 {
+            self.undo = ChangeLog::default();
+        }
+        self.undo.bytes.clear();
+        self.undo.changes.clear();
+    }
+
+    /// The write group failed: its changes are taken back, last first
+    /// (partitions it emptied come back; those it made go).
+    pub fn rollback(&mut self) {
+        let log = std::mem::take(&mut self.undo);
+        let mut end = log.bytes.len();
+        for ([key, order, row], diff) in log.changes.iter().rev() {
+            let start = end - (*key + *order + *row) as usize;
+            let (key, rest) = log.bytes[start..end].split_at(*key as usize);
+            let (order, row) = rest.split_at(*order as usize);
+            end = start;
+            let partition = self.by_key.entry(key.into()).or_default();
+            apply(partition, (order.into(), row.into()), -diff);
+            if partition.is_empty() {
+                self.by_key.remove(key);
+            }
+            self.changed.insert(key.into());
+        }
+    }
+
     /// Notes that partition `key` changed (or went).
     pub fn touch(&mut self, key: &[u8]) {
         self.changed.insert(key.into());
@@ -201,6 +283,22 @@ mod tests {
         apply(&mut partition, entry(b"a", b"1"), -1);
         apply(&mut partition, entry(b"b", b"2"), 0);
         assert!(partition.is_empty());
+    }
+
+    #[test]
+    fn a_rolled_back_group_leaves_the_partitions_as_they_were() {
+        let mut partitions = Partitions::default();
+        partitions.apply(b"p", entry(b"a", b"1"), 2);
+        partitions.apply(b"q", entry(b"b", b"2"), 1);
+        partitions.commit();
+        let before = partitions.by_key.clone();
+        partitions.apply(b"p", entry(b"a", b"1"), -2);
+        partitions.by_key.remove(b"p".as_slice());
+        partitions.apply(b"r", entry(b"c", b"3"), 1);
+        partitions.remove_entry(b"q", &entry(b"b", b"2"));
+        partitions.apply(b"q", entry(b"d", b"4"), 3);
+        partitions.rollback();
+        assert_eq!(partitions.by_key, before);
     }
 
     #[test]

@@ -355,6 +355,7 @@ impl Operator for OverWindowOperator {
             let spans = self.spans(&partition, &changes);
             self.results(&partition, &spans, -1, &mut difference)?;
             for (entry, diff) in changes {
+                self.partitions.note(key, &entry, diff);
                 apply(&mut partition, entry, diff);
             }
             self.results(&partition, &spans, 1, &mut difference)?;
@@ -383,6 +384,16 @@ impl Operator for OverWindowOperator {
 
     fn memory_bytes(&self) -> usize {
         self.partitions.memory_bytes()
+    }
+
+    fn commit(&mut self) {
+        self.partitions.commit();
+    }
+
+    /// Its only state is the partitions, which take their changes back.
+    fn rollback(&mut self) -> Result<bool> {
+        self.partitions.rollback();
+        Ok(true)
     }
 }
 

@@ -27,7 +27,7 @@ use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::operators::ordered_partition::{
-    apply, key_of, keys, touched, Entry, Partition, Partitions,
+    key_of, keys, touched, Entry, Partition, Partitions,
 };
 use crate::stream::operators::top_n_windows::PartitionEnds;
 pub use crate::stream::operators::top_n_windows::PartitionWindow;
@@ -154,13 +154,8 @@ impl TopNOperator {
             .filter(|(_, row)| !kept.contains(&**row))
             .cloned()
             .collect();
-        let partition = self
-            .partitions
-            .by_key
-            .get_mut(key)
-            .expect("looked up above");
         for entry in dropped {
-            partition.remove(&entry);
+            self.partitions.remove_entry(key, &entry);
         }
     }
 
@@ -280,10 +275,9 @@ impl Operator for TopNOperator {
                     .collect(),
                 None => Vec::new(),
             };
-            let partition = self.partitions.by_key.entry(key.into()).or_default();
             for index in indices {
                 let entry: Entry = (key_of(&order, index).into(), rows.row(index).data().into());
-                apply(partition, entry, chunk.diff(index));
+                self.partitions.apply(key, entry, chunk.diff(index));
             }
             if !self.spec.keeps_all {
                 self.prune(key);
@@ -344,6 +338,17 @@ impl Operator for TopNOperator {
 
     fn memory_bytes(&self) -> usize {
         self.partitions.memory_bytes()
+    }
+
+    fn commit(&mut self) {
+        self.partitions.commit();
+    }
+
+    /// The partitions take their changes back; a windowed top-N cannot
+    /// yet (the windows' ends are not undone).
+    fn rollback(&mut self) -> Result<bool> {
+        self.partitions.rollback();
+        Ok(self.ends.is_none())
     }
 }
 
