@@ -381,3 +381,102 @@ async fn a_constant_subquery_in_having_is_evaluated_as_in_a_select() {
     assert_eq!(error.code().unwrap().code(), "22012", "{message:?}");
     assert_view(&client, "h", query, "after a failed delete").await;
 }
+
+/// A view whose checkpointed state does not restore is marked failed
+/// with the reason; the server starts, the other views serve, a query of
+/// the failed one says why, and dropping and creating it again mends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_whose_state_does_not_restore_fails_alone() {
+    use weir::state::{key, SledStore, StateStore, WriteBatch};
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut server = TestServer::start_with(&data_dir, &CHECKPOINTS);
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE f (id BIGINT PRIMARY KEY, k BIGINT, v BIGINT);
+             CREATE MATERIALIZED VIEW damaged AS SELECT k, SUM(v) AS s FROM f GROUP BY k;
+             CREATE MATERIALIZED VIEW above AS SELECT COUNT(*) AS n FROM damaged;
+             CREATE MATERIALIZED VIEW healthy AS SELECT k, COUNT(*) AS n FROM f GROUP BY k;
+             INSERT INTO f VALUES (1, 1, 10), (2, 2, 20);",
+        )
+        .await
+        .unwrap();
+    checkpoint_passes().await;
+    assert!(server.terminate().success());
+
+    // Every operator slot of `damaged` gets a window bin that is not one.
+    {
+        let store = SledStore::open(&data_dir.join("state")).unwrap();
+        let relations = store.scan_prefix(b"catalog/relation/").unwrap();
+        let (_, definition) = relations
+            .iter()
+            .find(|(_, value)| String::from_utf8_lossy(value).contains("\"damaged\""))
+            .expect("the view's definition");
+        let definition: serde_json::Value = serde_json::from_slice(definition).unwrap();
+        let id = definition["id"].as_u64().unwrap();
+        let mut batch = WriteBatch::new();
+        for slot in 0..6u32 {
+            let mut name = key(&[b"checkpoint", b"op", &id.to_be_bytes(), &slot.to_be_bytes()]);
+            name.extend_from_slice(b"/bin/");
+            name.extend_from_slice(&i64::MAX.to_be_bytes());
+            batch.put(name, b"R\x00\x00\x00\x09garbage".to_vec());
+        }
+        store.commit(batch).unwrap();
+    }
+
+    let mut server = TestServer::start_with(&data_dir, &CHECKPOINTS);
+    let client = server.connect().await;
+    let statuses = sorted_rows(
+        &client,
+        "SELECT view_name, status, failure IS NOT NULL FROM weir_catalog.materialized_views",
+    )
+    .await;
+    assert_eq!(
+        statuses,
+        [
+            ["above", "failed", "t"],
+            ["damaged", "failed", "t"],
+            ["healthy", "running", "f"]
+        ]
+    );
+    let error = client
+        .batch_execute("SELECT * FROM damaged")
+        .await
+        .unwrap_err();
+    let message = error.as_db_error().unwrap().message().to_string();
+    assert!(
+        message.contains("\"damaged\" failed to recover"),
+        "{message}"
+    );
+    client
+        .batch_execute("INSERT INTO f VALUES (3, 1, 5)")
+        .await
+        .unwrap();
+    assert_view(
+        &client,
+        "healthy",
+        "SELECT k, COUNT(*) FROM f GROUP BY k",
+        "beside a failed view",
+    )
+    .await;
+    // It stays failed across a restart, until dropped.
+    assert!(server.terminate().success());
+    let server = TestServer::start_with(&data_dir, &CHECKPOINTS);
+    let client = server.connect().await;
+    assert!(client.batch_execute("SELECT * FROM damaged").await.is_err());
+    client
+        .batch_execute(
+            "DROP MATERIALIZED VIEW above; DROP MATERIALIZED VIEW damaged;
+             CREATE MATERIALIZED VIEW damaged AS SELECT k, SUM(v) AS s FROM f GROUP BY k;",
+        )
+        .await
+        .unwrap();
+    assert_view(
+        &client,
+        "damaged",
+        "SELECT k, SUM(v) FROM f GROUP BY k",
+        "created again",
+    )
+    .await;
+}

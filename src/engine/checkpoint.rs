@@ -250,6 +250,11 @@ impl Engine {
         let generation = record.as_ref().map_or(0, |record| record.generation);
         delete_stale_generations(&*store, generation)?;
         let mut entries_restored = 0;
+        // A view that failed before stays failed: its state no longer
+        // follows its inputs.
+        for name in self.catalog.load_failed_views()? {
+            flow.remove_view(&name);
+        }
         if record.is_some() {
             flow.restore(|prefix| {
                 let stored = in_generation(prefix, generation);
@@ -260,7 +265,7 @@ impl Engine {
                     .collect();
                 entries_restored += entries.len() as u64;
                 Ok(StateReader { entries })
-            })?;
+            });
         }
         flow.start_from(record.as_ref());
         *flow.stored_state() = StoredState::counted(generation, entries_restored);
@@ -271,6 +276,10 @@ impl Engine {
         flow.set_replaying(true);
         let replayed = self.replay_tables(&mut flow);
         flow.set_replaying(false);
+        for (name, error) in flow.take_failed() {
+            tracing::error!(view = %name, %error.message, "a materialized view failed to recover; the others serve (DROP it and create it again)");
+            self.catalog.mark_view_failed(&name, &error.message)?;
+        }
         let rows_replayed = replayed.inspect_err(|_| flow.mark_broken())?;
         *self
             .checkpoints

@@ -23,6 +23,7 @@ use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::append_observer::AppendObserver;
 pub use sink_entries::SinkEntry;
 
+mod failed_views;
 pub mod sink_entries;
 
 pub struct Relations {
@@ -40,6 +41,8 @@ pub struct Relations {
     next_id: std::sync::Mutex<u64>,
     /// Sinks by name, with the outbox each view commit writes to.
     sinks: RwLock<BTreeMap<String, SinkEntry>>,
+    /// Views that failed to recover, with why (`failed_views.rs`).
+    failed: RwLock<BTreeMap<String, String>>,
 }
 
 fn next_id_key() -> Vec<u8> {
@@ -109,6 +112,7 @@ impl Relations {
             table_logs: RwLock::new(HashMap::new()),
             view_results: RwLock::new(HashMap::new()),
             next_id: std::sync::Mutex::new(next_id),
+            failed: RwLock::new(BTreeMap::new()),
         })
     }
 
@@ -483,6 +487,7 @@ impl Relations {
             RelationKind::MaterializedView => {
                 batch.delete_prefix(view_rows_prefix(definition.id));
                 batch.delete(crate::connectors::view_result::view_head_key(definition.id));
+                self.forget_failure(definition.id, name, &mut batch);
             }
             RelationKind::View => {}
         }

@@ -2,7 +2,8 @@
 //! `weir_catalog.watermarks`: every watermarked table, its event-time column
 //! and delay, and its current watermark.
 //! `weir_catalog.materialized_views`: every materialized view, its row count,
-//! the rows its windows dropped as late, and its output watermark.
+//! the rows its windows dropped as late, its output watermark, and whether
+//! it runs or failed to recover (and why).
 //! `weir_catalog.tables`: every table, its rows committed and kept, and the
 //! entries and bytes its log takes on disk.
 
@@ -133,6 +134,8 @@ impl MaterializedViewsTable {
                 Field::new("state_memory_bytes", DataType::Int64, false),
                 Field::new("row_storage", DataType::Utf8, false),
                 Field::new("changes_committed", DataType::Int64, false),
+                Field::new("status", DataType::Utf8, false),
+                Field::new("failure", DataType::Utf8, true),
             ])),
         }
     }
@@ -151,6 +154,7 @@ impl MaterializedViewsTable {
         let mut memory = Vec::new();
         let mut storage = Vec::new();
         let mut changes = Vec::new();
+        let (mut statuses, mut failures) = (Vec::new(), Vec::new());
         for definition in catalog.definitions() {
             let Some(result) = catalog.view_result(&definition.name) else {
                 continue;
@@ -175,6 +179,13 @@ impl MaterializedViewsTable {
                 RowLayout::Log => "log",
                 RowLayout::Multiset => "multiset",
             });
+            let failure = catalog.view_failure(&definition.name);
+            statuses.push(if failure.is_some() {
+                "failed"
+            } else {
+                "running"
+            });
+            failures.push(failure);
         }
         let arrays: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(names)),
@@ -187,6 +198,8 @@ impl MaterializedViewsTable {
             Arc::new(Int64Array::from(memory)),
             Arc::new(StringArray::from(storage)),
             Arc::new(Int64Array::from(changes)),
+            Arc::new(StringArray::from(statuses)),
+            Arc::new(StringArray::from(failures)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }

@@ -65,6 +65,9 @@ pub struct Dataflow {
     touched: BTreeSet<u64>,
     /// The last write group logged in `commit_order`.
     commit_sequence: u64,
+    /// Views taken out because their state could not be restored or
+    /// replayed, with why (the engine shows them as failed).
+    failed: Vec<(String, WeirError)>,
 }
 
 /// A statement's pending view writes past this many bytes are spilled.
@@ -293,10 +296,20 @@ impl Dataflow {
             let mut moved = false;
             let ids: Vec<u64> = self.views.keys().copied().collect();
             for id in ids {
-                let view = self.views.get_mut(&id).expect("a listed view");
-                let changes = view.flush(writes).inspect_err(|_| {
-                    self.touched.insert(id);
-                })?;
+                let Some(view) = self.views.get_mut(&id) else {
+                    continue;
+                };
+                let changes = match view.flush(writes) {
+                    Ok(changes) => changes,
+                    Err(error) if self.replaying => {
+                        self.fail_view(id, error);
+                        continue;
+                    }
+                    Err(error) => {
+                        self.touched.insert(id);
+                        return Err(error);
+                    }
+                };
                 if !changes.is_empty() {
                     self.touched.insert(id);
                 }
@@ -322,14 +335,26 @@ impl Dataflow {
         while let Some((input, messages, only)) = queue.pop_front() {
             let ids: Vec<u64> = self.views.keys().copied().collect();
             for id in ids {
-                let view = self.views.get_mut(&id).expect("a listed view");
+                // A view failed in a replay takes its readers with it.
+                let Some(view) = self.views.get_mut(&id) else {
+                    continue;
+                };
                 let reads = view.inputs.contains(&input);
                 if !reads || only.is_some_and(|only| only != view.name) {
                     continue;
                 }
                 let limited = self.memory_limit_bytes.is_some();
                 self.touched.insert(id);
-                let changes = view.process(&input, messages.clone(), writes, limited)?;
+                let changes = match view.process(&input, messages.clone(), writes, limited) {
+                    Ok(changes) => changes,
+                    // Recovery replays rows the views took before: a view
+                    // that fails on them now goes, not the whole start.
+                    Err(error) if self.replaying => {
+                        self.fail_view(id, error);
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                };
                 self.check_memory(id)?;
                 let next = self.outputs_of(id, changes, writes);
                 queue.extend(
@@ -447,15 +472,47 @@ impl Dataflow {
         Ok(Some((record, writes)))
     }
 
-    /// Restores every view's operators from checkpointed state.
+    /// Restores every view's operators from checkpointed state; a view
+    /// whose state does not restore is taken out as failed, with the views
+    /// reading it, and the others go on.
     pub fn restore(
         &mut self,
         mut state_of: impl FnMut(&[u8]) -> Result<super::checkpoint::StateReader>,
-    ) -> Result<()> {
-        for view in self.views.values_mut() {
-            view.restore(&mut state_of)?;
+    ) {
+        let ids: Vec<u64> = self.views.keys().copied().collect();
+        for id in ids {
+            let Some(view) = self.views.get_mut(&id) else {
+                continue;
+            };
+            if let Err(error) = view.restore(&mut state_of) {
+                self.fail_view(id, error);
+            }
         }
-        Ok(())
+    }
+
+    /// Takes view `id` out as failed because of `error`, and every view
+    /// reading it (their state would follow rows it no longer changes).
+    fn fail_view(&mut self, id: u64, error: WeirError) {
+        let Some(view) = self.views.remove(&id) else {
+            return;
+        };
+        let late = format!("{}_late", view.name);
+        let readers: Vec<u64> = self
+            .views
+            .iter()
+            .filter(|(_, reader)| reader.inputs.iter().any(|i| *i == view.name || *i == late))
+            .map(|(id, _)| *id)
+            .collect();
+        for reader in readers {
+            let reason = format!("it reads materialized view \"{}\", which failed", view.name);
+            self.fail_view(reader, WeirError::new(sqlstate::INTERNAL_ERROR, reason));
+        }
+        self.failed.push((view.name, error));
+    }
+
+    /// The views taken out as failed since the last call.
+    pub fn take_failed(&mut self) -> Vec<(String, WeirError)> {
+        std::mem::take(&mut self.failed)
     }
 }
 

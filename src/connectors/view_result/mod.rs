@@ -592,13 +592,21 @@ impl ViewSink for ViewResult {
 #[derive(Debug)]
 pub struct MaterializedViewTable {
     result: std::sync::RwLock<Arc<ViewResult>>,
+    /// Why the view failed to recover: queries of it fail with this.
+    failure: std::sync::RwLock<Option<String>>,
 }
 
 impl MaterializedViewTable {
     pub fn new(result: Arc<ViewResult>) -> Self {
         MaterializedViewTable {
             result: std::sync::RwLock::new(result),
+            failure: std::sync::RwLock::new(None),
         }
+    }
+
+    /// Queries of the view fail with `message` from now on.
+    pub fn fail(&self, message: String) {
+        *self.failure.write().unwrap_or_else(|p| p.into_inner()) = Some(message);
     }
 
     pub fn result(&self) -> Arc<ViewResult> {
@@ -632,6 +640,15 @@ impl TableProvider for MaterializedViewTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let failure = self.failure.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(message) = failure.as_ref() {
+            let error = WeirError::new(crate::error::sqlstate::INTERNAL_ERROR, message.clone())
+                .with_hint("DROP the materialized view and create it again; its inputs are whole.");
+            return Err(datafusion::error::DataFusionError::External(Box::new(
+                error,
+            )));
+        }
+        drop(failure);
         let rows = self
             .result()
             .rows(projection.cloned())
