@@ -188,3 +188,57 @@ async fn assert_view_matches_table(client: &Client) {
         panic!("the view disagrees with the table:\nview {view:?}\ntable {table:?}");
     }
 }
+
+/// A write failing in a view fails only its own statement: writes to
+/// other tables committed in the same group are committed again without
+/// it, so their statements never see 40001.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_fails_only_its_statement_not_writes_to_other_tables() {
+    let server = TestServer::start();
+    let setup = server.connect().await;
+    setup.batch_execute(SETUP).await.unwrap();
+    for writer in 1..WRITERS {
+        setup
+            .batch_execute(&format!(
+                "CREATE TABLE quiet_{writer} (seq BIGINT PRIMARY KEY, v BIGINT);
+                 CREATE MATERIALIZED VIEW quiet_sum_{writer} AS SELECT COUNT(*) AS n, SUM(v) AS s FROM quiet_{writer};"
+            ))
+            .await
+            .unwrap();
+    }
+    let mut tasks = Vec::new();
+    for writer in 0..WRITERS {
+        let client = server.connect().await;
+        tasks.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            for seq in 0..80 {
+                let sql = match writer {
+                    // Every fourth row overflows `v * 2` in the view.
+                    0 => format!(
+                        "INSERT INTO events VALUES (0, {seq}, {}, to_timestamp_millis(1767225600000 + {seq}))",
+                        if seq % 4 == 1 { i64::MAX } else { seq }
+                    ),
+                    _ => format!("INSERT INTO quiet_{writer} VALUES ({seq}, {seq})"),
+                };
+                if let Err(error) = client.batch_execute(&sql).await {
+                    failures.push((seq, error.code().map(|c| c.code().to_string())));
+                }
+            }
+            (writer, failures)
+        }));
+    }
+    for task in tasks {
+        let (writer, failures) = task.await.unwrap();
+        match writer {
+            0 => assert!(failures
+                .iter()
+                .all(|(seq, code)| seq % 4 == 1 && code.as_deref() == Some("22003"))),
+            _ => assert!(failures.is_empty(), "writer {writer}: {failures:?}"),
+        }
+    }
+    let client = server.connect().await;
+    for writer in 1..WRITERS {
+        let rows = common::sorted_rows(&client, &format!("SELECT * FROM quiet_sum_{writer}")).await;
+        assert_eq!(rows, [["80", "3160"]], "writer {writer}");
+    }
+}

@@ -8,7 +8,9 @@
 //!
 //! A group is all or nothing: when one write fails in the views nothing
 //! of the group is applied (the views undo what it did); that write gets
-//! its error and the others a retryable one (40001).
+//! its error, writes that may depend on it (its transaction block's, later
+//! ones to a table it wrote) a retryable one (40001), and the rest are
+//! committed again as a group of their own.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -36,6 +38,8 @@ pub struct GroupCommitter {
     /// Groups committed and the writes in them, since the start.
     groups: AtomicU64,
     writes: AtomicU64,
+    /// Numbers `enqueue_all` calls.
+    units: AtomicU64,
 }
 
 #[derive(Default)]
@@ -48,6 +52,9 @@ struct Queue {
 struct Queued {
     write: PreparedWrite,
     done: oneshot::Sender<Result<()>>,
+    /// The writes of one `enqueue_all` (a transaction block's) share it:
+    /// they commit or fail together.
+    unit: u64,
 }
 
 /// A statement's write, ready to commit.
@@ -78,6 +85,7 @@ impl GroupCommitter {
             observer,
             queue: Mutex::new(Queue::default()),
             groups: AtomicU64::new(0),
+            units: AtomicU64::new(0),
             writes: AtomicU64::new(0),
         })
     }
@@ -108,12 +116,13 @@ impl GroupCommitter {
         writes: Vec<PreparedWrite>,
     ) -> Vec<oneshot::Receiver<Result<()>>> {
         let mut outcomes = Vec::with_capacity(writes.len());
+        let unit = self.units.fetch_add(1, Ordering::Relaxed);
         let start = {
             let mut queue = lock(&self.queue);
             for write in writes {
                 let (done, outcome) = oneshot::channel();
                 write.log.in_flight.fetch_add(1, Ordering::AcqRel);
-                queue.waiting.push(Queued { write, done });
+                queue.waiting.push(Queued { write, done, unit });
                 outcomes.push(outcome);
             }
             !std::mem::replace(&mut queue.committing, true)
@@ -140,41 +149,55 @@ impl GroupCommitter {
         }
     }
 
-    fn commit_group(&self, group: Vec<Queued>) {
-        let (writes, senders): (Vec<_>, Vec<_>) = group
-            .into_iter()
-            .map(|queued| (queued.write, queued.done))
-            .unzip();
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.apply(&writes))).unwrap_or_else(|_| {
-            Err(GroupFailure {
-                write: None,
-                error: WeirError::internal("a group commit failed unexpectedly"),
-            })
-        });
-        match &outcome {
-            Ok(()) => {
-                self.groups.fetch_add(1, Ordering::Relaxed);
-                self.writes
-                    .fetch_add(writes.len() as u64, Ordering::Relaxed);
-            }
-            Err(_) => writes.iter().for_each(PreparedWrite::forget),
-        }
-        for (index, (write, sender)) in writes.iter().zip(senders).enumerate() {
-            let result = match &outcome {
-                Ok(()) => Ok(()),
-                Err(failure) if failure.write.is_none_or(|failed| failed == index) => {
-                    Err(failure.error.clone())
+    /// Commits a group; when a write fails in the views the group was
+    /// undone, and the writes that do not depend on the failed one are
+    /// committed again without it, so only the statements whose rows
+    /// caused a failure fail.
+    fn commit_group(&self, mut group: Vec<Queued>) {
+        loop {
+            let writes: Vec<&PreparedWrite> = group.iter().map(|queued| &queued.write).collect();
+            let outcome =
+                catch_unwind(AssertUnwindSafe(|| self.apply(&writes))).unwrap_or_else(|_| {
+                    Err(GroupFailure {
+                        write: None,
+                        error: WeirError::internal("a group commit failed unexpectedly"),
+                    })
+                });
+            let failure = match outcome {
+                Ok(()) => {
+                    self.groups.fetch_add(1, Ordering::Relaxed);
+                    self.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
+                    group.into_iter().for_each(|queued| queued.finish(Ok(())));
+                    return;
                 }
-                Err(_) => Err(failed_with_another()),
+                Err(failure) => failure,
             };
-            write.log.write_finished();
-            // The statement may be gone (client closed): its write stands.
-            let _ = sender.send(result);
+            let failed_unit = failure.write.map(|index| group[index].unit);
+            let retried = match failure.write {
+                Some(index) if !group.iter().any(|q| q.write.spilled.is_some()) => {
+                    independent_of(&mut group, index)
+                }
+                _ => Vec::new(),
+            };
+            // What failed, or may have counted on what failed, is forgotten.
+            group.iter().for_each(|queued| queued.write.forget());
+            for queued in group {
+                let error = match failed_unit {
+                    None => failure.error.clone(),
+                    Some(unit) if unit == queued.unit => failure.error.clone(),
+                    Some(_) => failed_with_another(),
+                };
+                queued.finish(Err(error));
+            }
+            if retried.is_empty() {
+                return;
+            }
+            group = retried;
         }
     }
 
     /// Places, runs through the views and commits one group.
-    fn apply(&self, writes: &[PreparedWrite]) -> std::result::Result<(), GroupFailure> {
+    fn apply(&self, writes: &[&PreparedWrite]) -> std::result::Result<(), GroupFailure> {
         let mut placement = Placement::default();
         let mut batch = WriteBatch::new();
         let mut sources = Vec::with_capacity(writes.len());
@@ -200,6 +223,39 @@ impl GroupCommitter {
             &mut publish,
         )
     }
+}
+
+impl Queued {
+    /// The write is done with: its statement hears `result`.
+    fn finish(self, result: Result<()>) {
+        self.write.log.write_finished();
+        // The statement may be gone (client closed): its write stands.
+        let _ = self.done.send(result);
+    }
+}
+
+/// Takes out of `group` the writes that do not depend on write `failed`:
+/// not of its unit, and not to a table its unit wrote queued after it
+/// (such a write was prepared over the failed one's rows and keys).
+fn independent_of(group: &mut Vec<Queued>, failed: usize) -> Vec<Queued> {
+    let unit = group[failed].unit;
+    let first = group.iter().position(|q| q.unit == unit).unwrap_or(failed);
+    let tables: std::collections::HashSet<u64> = group
+        .iter()
+        .filter(|q| q.unit == unit)
+        .map(|q| q.write.log.id)
+        .collect();
+    let (mut retried, mut kept) = (Vec::new(), Vec::new());
+    for (position, queued) in std::mem::take(group).into_iter().enumerate() {
+        let depends =
+            queued.unit == unit || (position > first && tables.contains(&queued.write.log.id));
+        match depends {
+            true => kept.push(queued),
+            false => retried.push(queued),
+        }
+    }
+    *group = kept;
+    retried
 }
 
 impl PreparedWrite {
