@@ -90,6 +90,16 @@ pub struct TemporalFilterOperator {
     held_back: Vec<Message>,
     bytes: usize,
     clock: fn() -> i64,
+    /// What the write group running now changed.
+    undo: Undo,
+}
+
+/// Each row the write group touched as it was before (None: not held),
+/// and the due entries it took out of `changes`.
+#[derive(Default)]
+struct Undo {
+    rows: HashMap<Box<[u8]>, Option<Held>>,
+    due: Vec<(i64, Vec<Box<[u8]>>)>,
 }
 
 const ROW_OVERHEAD_BYTES: usize = 80;
@@ -114,6 +124,7 @@ impl TemporalFilterOperator {
             held_back: Vec::new(),
             bytes: 0,
             clock: wall_clock_ns,
+            undo: Undo::default(),
         })
     }
 
@@ -151,6 +162,7 @@ impl TemporalFilterOperator {
     /// Adds `diff` copies of `row` (shown or not as of `now`); returns
     /// whether it is shown.
     fn hold(&mut self, row: &[u8], (shows_at, ends_at): (i64, i64), diff: i64, now: i64) -> bool {
+        self.before_change(row);
         let held = match self.rows.get_mut(row) {
             Some(held) => held,
             None => {
@@ -188,14 +200,20 @@ impl TemporalFilterOperator {
         }
         let later = self.changes.split_off(&now.saturating_add(1));
         let due = std::mem::replace(&mut self.changes, later);
+        self.undo
+            .due
+            .extend(due.iter().map(|(at, rows)| (*at, rows.clone())));
         let mut emitted: Vec<(Box<[u8]>, i64)> = Vec::new();
         for row in due.into_values().flatten() {
-            let Some(held) = self.rows.get_mut(&row) else {
-                continue;
-            };
-            if held.next_change().is_none_or(|next| next > now) {
+            if self
+                .rows
+                .get(&row)
+                .is_none_or(|held| held.next_change().is_none_or(|next| next > now))
+            {
                 continue;
             }
+            self.before_change(&row);
+            let held = self.rows.get_mut(&row).expect("looked up above");
             self.changed.insert(row.clone());
             if !held.shown && held.ends_at > now {
                 held.shown = true;
@@ -212,6 +230,36 @@ impl TemporalFilterOperator {
             self.rows.remove(&row);
         }
         self.put_out(&emitted, output)
+    }
+
+    /// Keeps `row` as it is before the write group first changes it.
+    fn before_change(&mut self, row: &[u8]) {
+        if !self.undo.rows.contains_key(row) {
+            let before = self.rows.get(row).copied();
+            self.undo.rows.insert(row.into(), before);
+        }
+    }
+
+    /// Puts every row the failed group touched back, and the due entries
+    /// it took out (their changes come again at the next batch).
+    fn roll_back(&mut self) {
+        let undo = std::mem::take(&mut self.undo);
+        for (row, before) in undo.rows {
+            let size = row.len() + ROW_OVERHEAD_BYTES;
+            match (self.rows.contains_key(&row), before) {
+                (true, None) => self.bytes -= size,
+                (false, Some(_)) => self.bytes += size,
+                _ => {}
+            }
+            match before {
+                Some(held) => self.rows.insert(row.clone(), held),
+                None => self.rows.remove(&row),
+            };
+            self.changed.insert(row);
+        }
+        for (at, rows) in undo.due {
+            self.changes.entry(at).or_default().extend(rows);
+        }
     }
 
     fn put_out(&self, emitted: &[(Box<[u8]>, i64)], output: &mut Output) -> Result<()> {
@@ -300,6 +348,15 @@ impl Operator for TemporalFilterOperator {
 
     fn memory_bytes(&self) -> usize {
         self.bytes
+    }
+
+    fn commit(&mut self) {
+        self.undo = Undo::default();
+    }
+
+    fn rollback(&mut self) -> Result<bool> {
+        self.roll_back();
+        Ok(true)
     }
 }
 

@@ -130,3 +130,52 @@ fn rows_show_when_their_time_comes_and_leave_when_it_passes_across_a_restart() {
         .next()
         .is_none());
 }
+
+static UNDO_CLOCK_NS: AtomicI64 = AtomicI64::new(0);
+
+fn undo_clock_ns() -> i64 {
+    UNDO_CLOCK_NS.load(Ordering::SeqCst)
+}
+
+/// A failed write group is undone: rows it held go, rows it retracted
+/// come back, and the rows it showed or ended as time passed are shown or
+/// ended again by the next batch, as by one that never saw the group.
+#[test]
+fn a_rolled_back_group_leaves_the_filter_as_if_it_never_came() {
+    UNDO_CLOCK_NS.store(1_000, Ordering::SeqCst);
+    let mut undone = sliding().with_clock(undo_clock_ns);
+    let mut never = sliding().with_clock(undo_clock_ns);
+    // 950 shows now; 1_050 shows at 1_050.
+    for operator in [&mut undone, &mut never] {
+        let mut output = Vec::new();
+        let committed = rows(&[Some(950), Some(1_050)], 1);
+        operator
+            .on_batch(committed, Context::default(), &mut output)
+            .unwrap();
+        operator.commit();
+    }
+    // The failed group comes at 1_060: 1_050 shows, 950 is retracted and
+    // 1_055 is held.
+    UNDO_CLOCK_NS.store(1_060, Ordering::SeqCst);
+    let mut output = Vec::new();
+    undone
+        .on_batch(rows(&[Some(950)], -1), Context::default(), &mut output)
+        .unwrap();
+    undone
+        .on_batch(rows(&[Some(1_055)], 1), Context::default(), &mut output)
+        .unwrap();
+    assert!(undone.rollback().unwrap());
+    UNDO_CLOCK_NS.store(1_070, Ordering::SeqCst);
+    let (mut got, mut expected) = (Vec::new(), Vec::new());
+    let later = rows(&[Some(1_065)], 1);
+    undone
+        .on_batch(later.clone(), Context::default(), &mut got)
+        .unwrap();
+    never
+        .on_batch(later, Context::default(), &mut expected)
+        .unwrap();
+    assert_eq!(changes(&got), changes(&expected));
+    assert!(changes(&got).contains(&(1_050, 1)), "{:?}", changes(&got));
+    assert_eq!(undone.rows, never.rows);
+    assert_eq!(undone.bytes, never.bytes);
+}
