@@ -191,6 +191,12 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT a.id, COUNT(e.id) AS events FROM accounts a LEFT JOIN events e ON e.account = a.id GROUP BY a.id",
     ),
     (
+        "top_events_per_window",
+        "SELECT * FROM (SELECT window_start, id, amount, \
+         ROW_NUMBER() OVER (PARTITION BY window_start ORDER BY amount DESC, id) AS rn \
+         FROM TUMBLE(events, at, INTERVAL '10' SECOND)) ranked WHERE rn <= 2",
+    ),
+    (
         "regions_listed",
         "SELECT string_agg(region, ',' ORDER BY region) AS regions, COUNT(*) AS n FROM owners",
     ),
@@ -245,6 +251,7 @@ struct Run {
     prepared: Vec<Statement>,
     lookup: bool,
     fragile: bool,
+    fragile_events: bool,
 }
 
 const ARGUMENTS: [&str; 2] = ["--checkpoint-interval-ms", "50"];
@@ -387,6 +394,7 @@ async fn run_seed(seed: u64) {
         prepared: Vec::new(),
         lookup: false,
         fragile: false,
+        fragile_events: false,
     };
     let mut random = Lcg(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) + 3);
     let schedule = schedule(&mut random);
@@ -426,9 +434,28 @@ async fn run_seed(seed: u64) {
                 }
             }
         }
+        if step >= 4 && !run.fragile_events {
+            let created = run
+                .client
+                .batch_execute(
+                    "CREATE MATERIALIZED VIEW fragile_events AS \
+                     SELECT id, 10 / (account % 6 - 5) AS q FROM events",
+                )
+                .await;
+            match model.trips_fragile_events() {
+                true => assert_eq!(created.unwrap_err().code().unwrap().code(), "22012"),
+                false => {
+                    created.unwrap();
+                    run.fragile_events = true;
+                }
+            }
+        }
         let (sql, outcome) = statement(&mut random, &model, step);
         let (next, fails) = match outcome {
             Outcome::Applied(next) if run.fragile && next.trips_fragile() => (None, Some("22012")),
+            Outcome::Applied(next) if run.fragile_events && next.trips_fragile_events() => {
+                (None, Some("22012"))
+            }
             Outcome::Applied(next) => (Some(next), None),
             Outcome::Fails(code) => (None, Some(code)),
         };

@@ -31,6 +31,14 @@ pub const FRAGILE_REMAINDER: i64 = 3;
 impl Model {
     /// Whether the `fragile` view fails on these accounts (`%` takes the
     /// sign of the balance in SQL as in Rust).
+    /// Whether the `fragile_events` view (`10 / (account % 6 - 5)`) fails
+    /// on these events.
+    pub fn trips_fragile_events(&self) -> bool {
+        self.events
+            .iter()
+            .any(|(_, account, _, _)| account % 6 == 5)
+    }
+
     pub fn trips_fragile(&self) -> bool {
         self.accounts
             .values()

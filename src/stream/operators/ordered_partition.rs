@@ -81,6 +81,15 @@ impl Partitions {
         }
     }
 
+    /// Takes partition `key` out, noted (its rows come back on a rollback).
+    pub fn take(&mut self, key: &[u8]) -> Option<Partition> {
+        let partition = self.by_key.remove(key)?;
+        for (entry, count) in &partition {
+            self.note(key, entry, -count);
+        }
+        Some(partition)
+    }
+
     /// The write group committed: forget its changes.
     pub fn commit(&mut self) {
         if self.undo.bytes.capacity() > 64 * 1024 {

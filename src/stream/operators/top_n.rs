@@ -310,7 +310,7 @@ impl Operator for TopNOperator {
         };
         let mut emitted = Vec::new();
         for key in ends.ended(watermark) {
-            if let Some(partition) = self.partitions.by_key.remove(&key) {
+            if let Some(partition) = self.partitions.take(&key) {
                 if self.spec.emit_on_close {
                     let ranked = self.ranked(&partition);
                     emitted.extend(ranked.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
@@ -342,13 +342,19 @@ impl Operator for TopNOperator {
 
     fn commit(&mut self) {
         self.partitions.commit();
+        if let Some(ends) = self.ends.as_mut() {
+            ends.commit();
+        }
     }
 
-    /// The partitions take their changes back; a windowed top-N cannot
-    /// yet (the windows' ends are not undone).
+    /// The partitions take their changes back (those a window's end took
+    /// out come back), and the windows' ends theirs.
     fn rollback(&mut self) -> Result<bool> {
         self.partitions.rollback();
-        Ok(self.ends.is_none())
+        if let Some(ends) = self.ends.as_mut() {
+            ends.rollback();
+        }
+        Ok(true)
     }
 }
 

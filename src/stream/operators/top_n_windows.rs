@@ -31,6 +31,10 @@ pub struct PartitionEnds {
     ends: HashMap<Box<[u8]>, i64>,
     /// Partitions whose end was noted or dropped since the last checkpoint.
     changed: HashMap<Box<[u8]>, Option<i64>>,
+    /// What the write group running now did: ends it noted, and the
+    /// partitions it ended with their ends.
+    noted: Vec<Box<[u8]>>,
+    ended: Vec<(Box<[u8]>, i64)>,
 }
 
 const END_PREFIX: &[u8] = b"end/";
@@ -42,6 +46,8 @@ impl PartitionEnds {
             by_end: BTreeMap::new(),
             ends: HashMap::new(),
             changed: HashMap::new(),
+            noted: Vec::new(),
+            ended: Vec::new(),
         }
     }
 
@@ -78,6 +84,34 @@ impl PartitionEnds {
         self.ends.insert(key.into(), end);
         self.by_end.entry(end).or_default().push(key.into());
         self.changed.insert(key.into(), Some(end));
+        self.noted.push(key.into());
+    }
+
+    /// The write group committed.
+    pub fn commit(&mut self) {
+        self.noted.clear();
+        self.ended.clear();
+    }
+
+    /// The write group failed: the ends it noted go, those it took out
+    /// come back.
+    pub fn rollback(&mut self) {
+        for key in std::mem::take(&mut self.noted) {
+            if let Some(end) = self.ends.remove(&key) {
+                if let Some(keys) = self.by_end.get_mut(&end) {
+                    keys.retain(|noted| *noted != key);
+                    if keys.is_empty() {
+                        self.by_end.remove(&end);
+                    }
+                }
+            }
+            self.changed.insert(key, None);
+        }
+        for (key, end) in std::mem::take(&mut self.ended) {
+            self.ends.insert(key.clone(), end);
+            self.by_end.entry(end).or_default().push(key.clone());
+            self.changed.insert(key, Some(end));
+        }
     }
 
     /// Takes out the partitions whose window the watermark has passed.
@@ -88,7 +122,9 @@ impl PartitionEnds {
             .flatten()
             .collect();
         for key in &ended {
-            self.ends.remove(key);
+            if let Some(end) = self.ends.remove(key) {
+                self.ended.push((key.clone(), end));
+            }
             self.changed.insert(key.clone(), None);
         }
         ended
@@ -111,6 +147,7 @@ impl PartitionEnds {
             }
         }
         self.changed.clear();
+        self.noted.clear();
     }
 }
 
@@ -152,5 +189,17 @@ mod tests {
                 Some(10)
             });
         assert_eq!(late, BooleanArray::from(vec![false, true, true]));
+    }
+
+    #[test]
+    fn a_rolled_back_group_takes_its_ends_back_and_puts_the_ended_back() {
+        let mut partitions = ends();
+        partitions.note(b"a", 10);
+        partitions.commit();
+        partitions.note(b"b", 20);
+        assert_eq!(partitions.ended(15), vec![Box::from(&b"a"[..])]);
+        partitions.rollback();
+        assert_eq!(partitions.ends.len(), 1);
+        assert_eq!(partitions.ended(i64::MAX), vec![Box::from(&b"a"[..])]);
     }
 }
