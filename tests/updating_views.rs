@@ -480,3 +480,52 @@ async fn a_view_whose_state_does_not_restore_fails_alone() {
     )
     .await;
 }
+
+/// An EMIT EVERY view undoes a failed write like the others: its
+/// subscribers stay subscribed (a rebuild would end them), and the next
+/// firing shows exactly the committed rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emit_every_view_undoes_a_failed_write_without_a_rebuild() {
+    let server = TestServer::start();
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE ev (id BIGINT PRIMARY KEY, k BIGINT, v BIGINT);
+             CREATE MATERIALIZED VIEW every_sum AS SELECT k, SUM(v) AS s FROM ev GROUP BY k
+               EMIT EVERY INTERVAL '1' MINUTE;
+             CREATE MATERIALIZED VIEW ev_fragile AS SELECT id, 10 / (v - 7) AS q FROM ev;
+             INSERT INTO ev VALUES (1, 1, 1);
+             ALTER SYSTEM SET emit_clock_offset = '1h';
+             DECLARE feed CURSOR FOR SUBSCRIBE every_sum;",
+        )
+        .await
+        .unwrap();
+    let error = client
+        .batch_execute("INSERT INTO ev VALUES (2, 1, 7)")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code().unwrap().code(), "22012");
+    client
+        .batch_execute(
+            "INSERT INTO ev VALUES (3, 2, 5), (4, 1, 2);
+             ALTER SYSTEM SET emit_clock_offset = '2h';",
+        )
+        .await
+        .unwrap();
+    assert_view(
+        &client,
+        "every_sum",
+        "SELECT k, SUM(v) FROM ev GROUP BY k",
+        "after a firing",
+    )
+    .await;
+    let fetched = client
+        .simple_query("FETCH ALL feed WITH (timeout = '0s')")
+        .await
+        .expect("the subscription outlives the failed write");
+    assert!(fetched.len() > 1);
+    client
+        .batch_execute("ALTER SYSTEM RESET emit_clock_offset")
+        .await
+        .unwrap();
+}

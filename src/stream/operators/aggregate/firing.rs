@@ -43,6 +43,15 @@ pub struct PendingGroups {
     shown: BTreeMap<GroupId, Option<Vec<ScalarValue>>>,
     /// Whether `shown` changed since the last checkpoint.
     dirty: bool,
+    /// What the write group running now did to `shown`, in order.
+    undo: Vec<PendingChange>,
+}
+
+/// A change to the pending groups, to undo a failed write group.
+#[derive(Debug)]
+enum PendingChange {
+    Noted(GroupId),
+    Taken(Vec<(GroupId, Option<Vec<ScalarValue>>)>),
 }
 
 impl PendingGroups {
@@ -62,8 +71,28 @@ impl PendingGroups {
             return Ok(());
         }
         self.shown.insert((end, key.to_vec()), shown()?);
+        self.undo.push(PendingChange::Noted((end, key.to_vec())));
         self.dirty = true;
         Ok(())
+    }
+
+    /// The write group committed.
+    pub fn commit(&mut self) {
+        self.undo.clear();
+    }
+
+    /// The write group failed: groups it noted go, those its firings or
+    /// closing windows took come back, last change first.
+    pub fn rollback(&mut self) {
+        for change in std::mem::take(&mut self.undo).into_iter().rev() {
+            match change {
+                PendingChange::Noted(group) => {
+                    self.shown.remove(&group);
+                }
+                PendingChange::Taken(groups) => self.shown.extend(groups),
+            }
+        }
+        self.dirty = true;
     }
 
     /// What the pending groups take in memory, roughly.
@@ -80,7 +109,9 @@ impl PendingGroups {
     /// Takes every pending group, in (window end, key) order.
     pub fn take_all(&mut self) -> Vec<(GroupId, Option<Vec<ScalarValue>>)> {
         self.dirty |= !self.shown.is_empty();
-        std::mem::take(&mut self.shown).into_iter().collect()
+        let taken: Vec<_> = std::mem::take(&mut self.shown).into_iter().collect();
+        self.undo.push(PendingChange::Taken(taken.clone()));
+        taken
     }
 
     /// Takes the pending groups of windows ending at or before `end`.
@@ -102,7 +133,11 @@ impl PendingGroups {
         let mut later = taken.split_off(&(end.saturating_add(1), Vec::new()));
         self.shown.append(&mut later);
         self.dirty |= !taken.is_empty();
-        taken.into_iter().collect()
+        let taken: Vec<_> = taken.into_iter().collect();
+        if !taken.is_empty() {
+            self.undo.push(PendingChange::Taken(taken.clone()));
+        }
+        taken
     }
 
     /// The pending groups as a checkpoint entry, when they changed since

@@ -125,3 +125,24 @@ fn a_fire_message_publishes_then_passes_on() {
     assert_eq!(rows(&output), vec![(0, "a".into(), 1, 1)]);
     assert!(matches!(output.last(), Some(Message::Fire(7))));
 }
+
+/// A failed write group's changes to the pending groups are undone in
+/// reverse: a group it noted after a firing took the group's earlier entry
+/// comes back with that entry.
+#[test]
+fn pending_groups_roll_back_notes_and_firings_in_reverse() {
+    use super::firing::PendingGroups;
+    use datafusion::common::ScalarValue;
+    let row = |n: i64| Ok(Some(vec![ScalarValue::Int64(Some(n))]));
+    let mut pending = PendingGroups::default();
+    pending.note(10, b"a", || row(1)).unwrap();
+    pending.commit();
+    pending.note(10, b"b", || row(2)).unwrap();
+    assert_eq!(pending.take_all().len(), 2);
+    pending.note(10, b"a", || row(3)).unwrap();
+    pending.rollback();
+    let left = pending.take_all();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].0, (10, b"a".to_vec()));
+    assert_eq!(left[0].1, Some(vec![ScalarValue::Int64(Some(1))]));
+}

@@ -282,6 +282,9 @@ impl Operator for AggregateOperator {
 
     fn commit(&mut self) {
         self.undo = undo::AggregateUndo::default();
+        if let Some(pending) = self.pending.as_mut() {
+            pending.commit();
+        }
     }
 
     fn rollback(&mut self) -> Result<bool> {
@@ -532,13 +535,12 @@ impl AggregateOperator {
         }
     }
 
-    /// Puts the bins back as they were at the last commit (see `undo.rs`);
-    /// under EMIT EVERY it cannot yet (the groups held for the next
-    /// firing are not undone).
+    /// Puts the bins back as they were at the last commit (see `undo.rs`),
+    /// and under EMIT EVERY the groups held for the next firing.
     fn roll_back(&mut self) -> Result<bool> {
         let undo = std::mem::take(&mut self.undo);
-        if self.pending.is_some() {
-            return Ok(undo.is_empty());
+        if let Some(pending) = self.pending.as_mut() {
+            pending.rollback();
         }
         if let Some(owed) = undo.owed_empty_row {
             self.owes_empty_row = owed;

@@ -62,10 +62,6 @@ impl AggregateUndo {
         self.dropped.insert(end, bin);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.groups.is_empty() && self.dropped.is_empty() && self.owed_empty_row.is_none()
-    }
-
     /// Puts `bins` back as they were before the group; returns the ends
     /// of the bins it touched (to be checkpointed again).
     pub fn undo(self, bins: &mut BTreeMap<i64, Bin>, calls: &[AggregateCall]) -> Result<Vec<i64>> {
