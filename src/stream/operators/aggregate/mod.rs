@@ -29,6 +29,7 @@ pub mod window_aggregate;
 mod window_bin;
 mod window_closes;
 mod window_partitions;
+mod window_staging;
 
 pub use session_aggregate::SessionAggregateOperator;
 pub use window_aggregate::WindowAggregateOperator;

@@ -9,6 +9,8 @@
 //! close order (`window_closes`), each window's rows before the watermark
 //! that follows its close. The operator waits for its partitions only at
 //! checkpoints and when the runtime flushes it at the end of a write group.
+//! A write group's rows go into bins of their own until it commits, so a
+//! failed one is undone in proportion to what it did (`window_staging`).
 //!
 //! Windows that are corrected after they close (`late_data = 'update'`),
 //! and views that show partial windows (EMIT ON UPDATE), need a group's
@@ -57,6 +59,16 @@ pub struct WindowAggregateOperator {
     late: LateHandling,
     /// Bins changed and closed since the last checkpoint.
     bin_changes: BinChanges,
+    /// Set once the running write group changed the operator: what it
+    /// changed outside the partitions, as it was (see `window_staging`
+    /// for the partitions' part).
+    before: Option<Before>,
+}
+
+struct Before {
+    earliest_end: Option<i64>,
+    added_since_close: Option<i64>,
+    ready_output: usize,
 }
 
 impl WindowAggregateOperator {
@@ -102,6 +114,7 @@ impl WindowAggregateOperator {
             ready_output: Vec::new(),
             late,
             bin_changes: BinChanges::default(),
+            before: None,
         })
     }
 
@@ -174,6 +187,8 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        // A barrier comes between write groups, and is not undone.
+        self.commit_partitions()?;
         // What this wait makes ready goes out with the barrier.
         let mut ready = Vec::new();
         self.take_finished(true, &mut ready)?;
@@ -193,7 +208,30 @@ impl Operator for WindowAggregateOperator {
         Ok(())
     }
 
+    fn commit(&mut self) {
+        if let Err(error) = self.commit_partitions() {
+            // The partitions report it again at the next wait.
+            tracing::error!(%error.message, "a window aggregate could not commit a write group");
+        }
+    }
+
+    fn rollback(&mut self) -> Result<bool> {
+        let Some(before) = self.before.take() else {
+            return Ok(true);
+        };
+        self.closes.discard();
+        self.ready_output.truncate(before.ready_output);
+        self.earliest_end = before.earliest_end;
+        self.added_since_close = before.added_since_close;
+        for end in self.bins.roll_back(&self.shape)? {
+            self.bin_changes.closed.remove(&end);
+            self.bin_changes.changed.insert(end);
+        }
+        Ok(true)
+    }
+
     fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
+        self.note_change()?;
         let rows = chunk.num_rows();
         let keys: Vec<ArrayRef> = self
             .groups
@@ -220,6 +258,7 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
+        self.note_change()?;
         // Results are final, so the output has a watermark: every later
         // row's window starts at or after the earliest window still open.
         let watermark_out = if self.window.is_end {
@@ -250,6 +289,31 @@ impl Operator for WindowAggregateOperator {
 }
 
 impl WindowAggregateOperator {
+    /// The first change of a write group: keeps what an undo puts back.
+    /// What earlier groups left in flight (nothing after a flush) is
+    /// finished first, so that only the group's own work is pending.
+    fn note_change(&mut self) -> Result<()> {
+        if self.before.is_some() {
+            return Ok(());
+        }
+        let mut ready = std::mem::take(&mut self.ready_output);
+        self.take_finished(true, &mut ready)?;
+        self.ready_output = ready;
+        self.before = Some(Before {
+            earliest_end: self.earliest_end,
+            added_since_close: self.added_since_close,
+            ready_output: self.ready_output.len(),
+        });
+        Ok(())
+    }
+
+    fn commit_partitions(&mut self) -> Result<()> {
+        if self.before.take().is_some() {
+            self.bins.commit(&self.shape)?;
+        }
+        Ok(())
+    }
+
     /// Takes what the partitions finished (when `block`, everything handed
     /// over) and puts out the closes that are complete, in order.
     fn take_finished(&mut self, block: bool, output: &mut Output) -> Result<()> {
@@ -267,6 +331,7 @@ impl WindowAggregateOperator {
                     self.bin_changes.closed.extend(ends);
                     self.closes.record(close, partition, windows, remaining)?;
                 }
+                Outcome::Committed => {}
             }
         }
         for ready in self.closes.ready() {

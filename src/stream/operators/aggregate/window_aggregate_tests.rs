@@ -1,7 +1,7 @@
 //! Unit tests of the vectorised window aggregate: checked against the
 //! row-at-a-time `AggregateOperator` (EMIT ON WINDOW CLOSE, late rows
 //! dropped) on random input, with checkpoints restored into fresh operators
-//! at random moments.
+//! and failed write groups undone at random moments.
 
 use super::*;
 use crate::state::{SledStore, StateStore};
@@ -266,11 +266,15 @@ fn equals_the_row_at_a_time_aggregate_across_checkpoints() {
             // The end of a write group: everything held back is out.
             if random.below(3) == 0 || step == 199 {
                 actual_output.extend(operator.flush().unwrap());
+                operator.commit();
                 assert_eq!(
                     lines(&actual_output),
                     lines(&expected_output),
                     "seed {seed}, step {step}"
                 );
+                if random.below(2) == 0 {
+                    fail_a_write_group(&mut operator, &mut random, &late, (now, watermark));
+                }
             }
         }
         assert!(
@@ -281,6 +285,33 @@ fn equals_the_row_at_a_time_aggregate_across_checkpoints() {
         assert_eq!(dropped, reference_late.load(Ordering::Relaxed));
         assert!(dropped > 0, "seed {seed}: no late rows were generated");
     }
+}
+
+/// A write group that fails: rows and watermarks (closing windows) go in,
+/// what comes out is dropped, and the operator undoes the group (the
+/// pipeline puts the late-row count back).
+fn fail_a_write_group(
+    operator: &mut Stage<WindowAggregateOperator>,
+    random: &mut Random,
+    late: &Arc<AtomicU64>,
+    (now, watermark): (i64, Option<i64>),
+) {
+    let late_before = late.load(Ordering::Relaxed);
+    let mut dropped = Vec::new();
+    for _ in 0..1 + random.below(3) {
+        let later = now + random.below(20) as i64;
+        let chunk = random_input(random, later, watermark);
+        operator.on_batch(chunk, &mut dropped).unwrap();
+        if random.below(2) == 0 {
+            let next = later - random.below(15) as i64;
+            operator.on_watermark(next, &mut dropped).unwrap();
+        }
+    }
+    if random.below(2) == 0 {
+        dropped.extend(operator.flush().unwrap());
+    }
+    assert!(operator.rollback().unwrap());
+    late.store(late_before, Ordering::Relaxed);
 }
 
 /// The order of what comes out: each closed window's rows before the
@@ -338,6 +369,9 @@ fn closed_windows_leave_no_state_and_no_checkpoint_entry() {
     assert!(operator.memory_bytes() > 0);
     operator.on_watermark(1_000, &mut output).unwrap();
     output.extend(operator.flush().unwrap());
+    // Until the write group commits, its undo keeps the closed windows.
+    assert!(operator.memory_bytes() > 0);
+    operator.commit();
     assert_eq!(operator.memory_bytes(), 0);
     checkpoint(&mut operator, &store, &late, Some(2), &mut output);
     let left: Vec<_> = store.scan_prefix(b"op/bin/").unwrap();

@@ -84,6 +84,22 @@ pub struct BinRows<'a> {
     pub bounds: Vec<ArrayRef>,
 }
 
+/// A bin's contents as columns: the interned keys, the window's one-row
+/// bounds and each call's state columns — what a checkpoint writes, and
+/// what a failed write group's undo keeps of a window it closed.
+pub struct BinState {
+    pub keys: Vec<ArrayRef>,
+    pub bounds: Vec<ArrayRef>,
+    pub states: Vec<ArrayRef>,
+}
+
+impl BinState {
+    pub fn memory_bytes(&self) -> usize {
+        let columns = self.keys.iter().chain(&self.bounds).chain(&self.states);
+        columns.map(|column| column.get_array_memory_size()).sum()
+    }
+}
+
 pub struct WindowBin {
     keys: Box<dyn GroupValues>,
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
@@ -162,20 +178,33 @@ impl WindowBin {
     /// The bin's checkpoint as columns (all group columns in row format,
     /// then each call's state columns); the bin is rebuilt from them.
     pub fn checkpoint_columns(&mut self, shape: &BinShape) -> Result<(BinaryArray, Vec<ArrayRef>)> {
+        let taken = std::mem::replace(self, WindowBin::new(shape)?).into_state()?;
+        self.merge_state(&taken, shape)?;
+        let rows = shape
+            .converter
+            .convert_columns(&shape.join_keys(taken.keys, &taken.bounds)?)?;
+        let encoded = BinaryArray::from_iter_values(rows.iter().map(|row| row.data().to_vec()));
+        Ok((encoded, taken.states))
+    }
+
+    /// The bin's contents as columns, taking them.
+    pub fn into_state(mut self) -> Result<BinState> {
         let keys = self.keys.emit(EmitTo::All)?;
         let mut states = Vec::new();
         for accumulator in &mut self.accumulators {
             states.extend(accumulator.state(EmitTo::All)?);
         }
         let bounds = self.bounds.take().unwrap_or_default();
-        let mut rebuilt = WindowBin::new(shape)?;
-        rebuilt.merge(&keys, bounds.clone(), &states, shape)?;
-        *self = rebuilt;
-        let rows = shape
-            .converter
-            .convert_columns(&shape.join_keys(keys, &bounds)?)?;
-        let encoded = BinaryArray::from_iter_values(rows.iter().map(|row| row.data().to_vec()));
-        Ok((encoded, states))
+        Ok(BinState {
+            keys,
+            bounds,
+            states,
+        })
+    }
+
+    /// Merges a bin's contents in (`into_state`).
+    pub fn merge_state(&mut self, state: &BinState, shape: &BinShape) -> Result<()> {
+        self.merge(&state.keys, state.bounds.clone(), &state.states, shape)
     }
 
     /// Merges other state (key columns, the window's one-row bounds, each

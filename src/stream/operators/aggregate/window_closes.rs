@@ -64,6 +64,12 @@ impl PendingCloses {
         });
     }
 
+    /// Forgets the closes and watermarks not gone out (a failed write
+    /// group's); numbering goes on.
+    pub fn discard(&mut self) {
+        self.queue.clear();
+    }
+
     /// The number the next close will get.
     pub fn next_close(&self) -> u64 {
         self.next_close

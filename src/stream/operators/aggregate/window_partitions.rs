@@ -5,7 +5,6 @@
 //! (`partition_workers`). A checkpoint entry holds a window's groups from
 //! all partitions together, so a restore may use any number of partitions.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, UInt32Array};
@@ -13,7 +12,8 @@ use datafusion::arrow::compute::{concat, take};
 use datafusion::common::HashMap;
 
 use super::state::{decode_state, encode_state};
-use super::window_bin::{checkpointed_keys, first_bounds, BinRows, BinShape, WindowBin};
+use super::window_bin::{checkpointed_keys, first_bounds, BinRows, BinShape};
+use super::window_staging::{bin_at, StagedBins};
 use crate::error::{Result, WeirError};
 use crate::stream::parallelism::{partition_of_rows, ROWS_FOR_THREADS};
 use crate::stream::partition_workers::Partitioned;
@@ -24,11 +24,8 @@ pub type Arguments = (
     Option<datafusion::arrow::array::BooleanArray>,
 );
 
-/// One partition's windows by end.
-type Bins = BTreeMap<i64, WindowBin>;
-
 pub struct WindowPartitions {
-    partitions: Partitioned<Bins, Outcome>,
+    partitions: Partitioned<StagedBins, Outcome>,
 }
 
 /// What a partition reports when a job is done.
@@ -44,6 +41,8 @@ pub enum Outcome {
         windows: Vec<ClosedWindow>,
         remaining: Option<i64>,
     },
+    /// The write group's bins joined the committed ones.
+    Committed,
 }
 
 /// A closed window's rows from one partition: end, key columns, values.
@@ -62,7 +61,9 @@ pub struct BatchColumns {
 
 impl WindowPartitions {
     pub fn new(partitions: usize) -> Self {
-        let bins = (0..partitions.max(1)).map(|_| Bins::new()).collect();
+        let bins = (0..partitions.max(1))
+            .map(|_| StagedBins::default())
+            .collect();
         WindowPartitions {
             partitions: Partitioned::new(bins),
         }
@@ -112,23 +113,40 @@ impl WindowPartitions {
         for partition in 0..self.partitions.len() {
             let shape = shape.clone();
             self.partitions.send(partition, true, move |bins| {
-                let open = bins.split_off(&watermark_ns.saturating_add(1));
-                let windows = std::mem::replace(bins, open)
-                    .into_iter()
-                    .map(|(end, bin)| {
-                        let (keys, values) = bin.finish(&shape)?;
-                        Ok((end, keys, values))
-                    })
-                    .collect::<Result<_>>()?;
+                let (windows, remaining) = bins.close(&shape, watermark_ns)?;
                 Ok(Outcome::Closed {
                     close,
                     partition,
                     windows,
-                    remaining: bins.keys().next().copied(),
+                    remaining,
                 })
             })?;
         }
         Ok(())
+    }
+
+    /// The write group committed: each partition's staged bins join its
+    /// committed ones (reported as `Outcome::Committed`).
+    pub fn commit(&mut self, shape: &Arc<BinShape>) -> Result<()> {
+        for partition in 0..self.partitions.len() {
+            let shape = shape.clone();
+            self.partitions.send(partition, true, move |bins| {
+                bins.commit(&shape).map(|()| Outcome::Committed)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The write group failed: waits for the partitions (what they
+    /// report, errors included, belongs to the failed group), then drops
+    /// its rows and puts back the committed windows it closed; their ends.
+    pub fn roll_back(&mut self, shape: &BinShape) -> Result<Vec<i64>> {
+        let _ = self.partitions.finished(true)?;
+        let mut restored = Vec::new();
+        for mut bins in self.partitions.states()? {
+            restored.extend(bins.roll_back(shape)?);
+        }
+        Ok(restored)
     }
 
     /// What the partitions finished since the last call; when `block`,
@@ -145,7 +163,7 @@ impl WindowPartitions {
         let mut states: Vec<Vec<ArrayRef>> = Vec::new();
         let mut partitions = self.partitions.states()?;
         for bins in partitions.iter_mut() {
-            if let Some(bin) = bins.get_mut(&end) {
+            if let Some(bin) = bins.committed().get_mut(&end) {
                 let (bin_keys, bin_states) = bin.checkpoint_columns(shape)?;
                 keys.push(bin_keys);
                 states.push(bin_states);
@@ -192,7 +210,7 @@ impl WindowPartitions {
                     continue;
                 }
                 let indices = UInt32Array::from(rows);
-                let bin = bin_at(bins, end, shape)?;
+                let bin = bin_at(bins.committed(), end, shape)?;
                 bin.merge(
                     &take_all(&keys, &indices)?,
                     bounds.clone(),
@@ -207,16 +225,14 @@ impl WindowPartitions {
     /// As measured now; batches still being added may not count yet.
     pub fn memory_bytes(&self) -> usize {
         let partitions = self.partitions.peek();
-        partitions
-            .map(|bins| bins.values().map(WindowBin::memory_bytes).sum::<usize>())
-            .sum()
+        partitions.map(|bins| bins.memory_bytes()).sum()
     }
 }
 
 /// Adds a partition's rows of a batch (all when `members` is None) to its
 /// bins; returns the ends of the windows it changed.
 fn add(
-    bins: &mut Bins,
+    bins: &mut StagedBins,
     members: Option<&[u32]>,
     shape: &BinShape,
     batch: &BatchColumns,
@@ -243,7 +259,7 @@ fn add(
             );
             (taken.0.as_slice(), taken.1.as_slice())
         };
-        bin_at(bins, end, shape)?.update(BinRows {
+        bins.staged_bin(end, shape)?.update(BinRows {
             keys,
             arguments,
             bounds,
@@ -281,17 +297,6 @@ fn rows_by_end(rows: impl Iterator<Item = u32>, ends: &[Option<i64>]) -> Vec<(i6
         groups[position].1.push(row);
     }
     groups
-}
-
-fn bin_at<'a>(
-    bins: &'a mut BTreeMap<i64, WindowBin>,
-    end: i64,
-    shape: &BinShape,
-) -> Result<&'a mut WindowBin> {
-    Ok(match bins.entry(end) {
-        std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-        std::collections::btree_map::Entry::Vacant(entry) => entry.insert(WindowBin::new(shape)?),
-    })
 }
 
 /// Argument columns and FILTER masks of the rows at `indices`.
