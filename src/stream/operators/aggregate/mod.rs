@@ -23,6 +23,7 @@ mod session_keys;
 mod session_partition;
 mod session_state;
 mod session_steps;
+mod session_undo;
 mod state;
 mod undo;
 pub mod window_aggregate;

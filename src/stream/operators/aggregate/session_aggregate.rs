@@ -100,6 +100,10 @@ pub struct SessionAggregateOperator {
     /// before the barrier.
     ready_output: Output,
     late: LateHandling,
+    /// Set once the running write group changed the operator: how much of
+    /// `ready_output` was there before (the partitions keep the rest of
+    /// the undo, `session_undo`).
+    ready_before: Option<usize>,
 }
 
 /// What every partition's jobs read alike.
@@ -175,6 +179,7 @@ impl SessionAggregateOperator {
             steps: PendingSteps::default(),
             ready_output: Vec::new(),
             late,
+            ready_before: None,
         })
     }
 
@@ -229,6 +234,35 @@ impl SessionAggregateOperator {
             members[partition_of_key(keys.row(row).data(), count)].push(row as u32);
         }
         members
+    }
+
+    /// The first change of a write group: what earlier groups left in
+    /// flight (nothing after a flush) is finished first, so that an undo
+    /// drops only the group's own work.
+    fn note_change(&mut self) -> Result<()> {
+        if self.ready_before.is_none() {
+            self.wait_for_partitions()?;
+            self.ready_before = Some(self.ready_output.len());
+        }
+        Ok(())
+    }
+
+    /// Everything handed over finished, what it made ready held back.
+    fn wait_for_partitions(&mut self) -> Result<()> {
+        let mut ready = std::mem::take(&mut self.ready_output);
+        self.take_finished(true, &mut ready)?;
+        self.ready_output = ready;
+        Ok(())
+    }
+
+    fn commit_partitions(&mut self) -> Result<()> {
+        self.wait_for_partitions()?;
+        if self.ready_before.take().is_some() {
+            for mut partition in self.partitions.states()? {
+                partition.commit();
+            }
+        }
+        Ok(())
     }
 
     /// Takes what the partitions finished (when `block`, everything handed
@@ -310,6 +344,7 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
+        self.note_change()?;
         let batch = Arc::new(SharedBatch {
             times: self.row_times(&chunk)?,
             keys: self.key_rows(&chunk)?,
@@ -349,6 +384,7 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn on_watermark(&mut self, watermark_ns: i64, _: Context, output: &mut Output) -> Result<()> {
+        self.note_change()?;
         let horizon = watermark_ns.saturating_sub(self.shape.rules.lateness_ns);
         // Under EMIT ON WINDOW CLOSE every session shown after this step
         // ends after the horizon.
@@ -359,7 +395,8 @@ impl Operator for SessionAggregateOperator {
         for partition in 0..count {
             let shape = self.shape.clone();
             self.partitions.send(partition, true, move |state| {
-                let emitted = state.close(&shape.rules, watermark_ns, horizon)?;
+                let rules = (&shape.rules, shape.calls.as_slice());
+                let emitted = state.close(rules, watermark_ns, horizon)?;
                 Ok(StepOutcome {
                     step,
                     partition,
@@ -382,16 +419,36 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        // What this wait makes ready goes out with the barrier.
-        let mut ready = Vec::new();
-        self.take_finished(true, &mut ready)?;
-        self.ready_output.extend(ready);
+        // A barrier comes between write groups, and is not undone; what
+        // the wait makes ready goes out with it.
+        self.commit_partitions()?;
         for mut partition in self.partitions.states()? {
             partition
                 .keys
                 .checkpoint(&self.shape.calls, session_name, state)?;
         }
         Ok(())
+    }
+
+    fn commit(&mut self) {
+        if let Err(error) = self.commit_partitions() {
+            // The partitions report it again at the next wait.
+            tracing::error!(%error.message, "a session aggregate could not commit a write group");
+        }
+    }
+
+    fn rollback(&mut self) -> Result<bool> {
+        let Some(ready_before) = self.ready_before.take() else {
+            return Ok(true);
+        };
+        // What the partitions still report belongs to the failed group.
+        let _ = self.partitions.finished(true)?;
+        self.steps.discard();
+        self.ready_output.truncate(ready_before);
+        for mut partition in self.partitions.states()? {
+            partition.roll_back(&self.shape.calls)?;
+        }
+        Ok(true)
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {

@@ -118,7 +118,18 @@ fn rows(output: &Output) -> Vec<(String, i64, i64, i64, i64)> {
     all
 }
 
+/// A write group of `rows` and a watermark, committed.
 fn push(
+    operator: &mut Stage<SessionAggregateOperator>,
+    rows: &[(&str, i64)],
+    watermark: i64,
+) -> Output {
+    let output = push_uncommitted(operator, rows, watermark);
+    operator.commit();
+    output
+}
+
+fn push_uncommitted(
     operator: &mut Stage<SessionAggregateOperator>,
     rows: &[(&str, i64)],
     watermark: i64,
@@ -395,5 +406,70 @@ fn results_do_not_depend_on_the_partition_count() {
             held, one,
             "{partitions} partitions, restored at {restore_at}"
         );
+    }
+}
+
+/// Rows around `watermark` (some late) for keys a to f.
+fn random_rows(random: &mut crate::testing::Random, watermark: i64) -> Vec<(&'static str, i64)> {
+    (0..random.below(12))
+        .map(|_| {
+            let key = ["a", "b", "c", "d", "e", "f"][random.below(6) as usize];
+            (key, watermark - 20 + random.below(50) as i64)
+        })
+        .collect()
+}
+
+/// A write group that fails — its rows extend, merge, close, finalize and
+/// forget sessions — is undone: the operator goes on exactly as one that
+/// never saw it, under each emit mode and late policy, in one or more
+/// partitions, across a checkpoint restored into a fresh operator.
+#[test]
+fn a_failed_write_group_leaves_no_trace() {
+    use crate::state::SledStore;
+    use crate::stream::checkpoint::testing::{commit_checkpoint, stored_state};
+    let lateness = LatePolicy::Update {
+        allowed_lateness_ns: 15,
+    };
+    let cases = [
+        (EmitMode::OnUpdate, lateness, 1),
+        (EmitMode::OnWindowClose, LatePolicy::Drop, 2),
+        (EmitMode::OnUpdate, LatePolicy::Drop, 3),
+        (EmitMode::OnWindowClose, lateness, 1),
+    ];
+    for (case, (emit, policy, partitions)) in cases.into_iter().enumerate() {
+        let mut random = crate::testing::Random(case as u64 * 7919 + 17);
+        let (mut undone, mut late_undone) = operator_in(emit, policy, partitions);
+        let (mut clean, late_clean) = operator_in(emit, policy, partitions);
+        let (mut failed, mut watermark) = (0, 0);
+        for step in 0..400 {
+            let batch = random_rows(&mut random, watermark);
+            if random.below(3) == 0 {
+                let late = late_undone.load(Ordering::Relaxed);
+                let later = watermark + random.below(40) as i64;
+                push_uncommitted(&mut undone, &batch, later);
+                assert!(undone.rollback().unwrap());
+                late_undone.store(late, Ordering::Relaxed);
+                failed += 1;
+                continue;
+            }
+            if step == 200 {
+                let directory = tempfile::tempdir().unwrap();
+                let store = SledStore::open(directory.path()).unwrap();
+                commit_checkpoint(&mut undone, &store);
+                let (restored, late) = operator_in(emit, policy, partitions);
+                late.store(late_undone.load(Ordering::Relaxed), Ordering::Relaxed);
+                (undone, late_undone) = (restored, late);
+                undone.restore(&stored_state(&store)).unwrap();
+            }
+            watermark += random.below(8) as i64;
+            let (kept, expected) = (
+                push(&mut undone, &batch, watermark),
+                push(&mut clean, &batch, watermark),
+            );
+            assert_eq!(rows(&kept), rows(&expected), "case {case}, step {step}");
+        }
+        assert!(failed > 100);
+        let late = late_undone.load(Ordering::Relaxed);
+        assert_eq!(late, late_clean.load(Ordering::Relaxed), "case {case}");
     }
 }

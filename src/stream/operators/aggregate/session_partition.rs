@@ -13,6 +13,7 @@ use super::calls::{evaluate, new_accumulators, AggregateCall, Arguments, Grouped
 use super::late::LateRow;
 use super::session_aggregate::{merge_sessions, Emitted, Session, Sessions};
 use super::session_keys::{KeyId, SessionKeys};
+use super::session_undo::{Index, SessionUndo};
 use crate::error::{Result, WeirError};
 use crate::stream::message::Chunk;
 use crate::stream::operators::window_spec::session_end;
@@ -50,6 +51,8 @@ pub struct SessionPartition {
     /// final ones (markers), so closing visits each session once.
     pub open_ends: BTreeSet<SessionAt>,
     pub marker_ends: BTreeSet<SessionAt>,
+    /// How to undo what the running write group changed.
+    undo: SessionUndo,
 }
 
 impl SessionPartition {
@@ -98,6 +101,7 @@ impl SessionPartition {
             };
             if self.keys.join_batch(id) {
                 changed_ids.push(id);
+                self.undo.note(id, &mut self.keys, batch.calls)?;
             }
             self.place_row(batch.calls, id, (ts, end), &touching, row, &mut emitted)?;
         }
@@ -165,7 +169,8 @@ impl SessionPartition {
             let Some(mut session) = sessions.remove(&old_start) else {
                 continue;
             };
-            self.open_ends.remove(&(session.filed_end, id, old_start));
+            let at = (session.filed_end, id, old_start);
+            self.undo.unfile(Index::Open, &mut self.open_ends, &at);
             retract_shown(key, old_start, &mut session, emitted)?;
             start = start.min(old_start);
             last = last.max(session.end);
@@ -188,7 +193,7 @@ impl SessionPartition {
         session.filed_end = last;
         session.pending.push(row);
         sessions.insert(start, session);
-        self.open_ends.insert((last, id, start));
+        (self.undo).file(Index::Open, &mut self.open_ends, (last, id, start));
         Ok(())
     }
 
@@ -266,39 +271,51 @@ impl SessionPartition {
     /// allowed lateness become final.
     pub fn close(
         &mut self,
-        rules: &SessionRules,
+        (rules, calls): (&SessionRules, &[AggregateCall]),
         watermark_ns: i64,
         horizon: i64,
     ) -> Result<Emitted> {
         let mut emitted = Vec::new();
         if rules.emit == EmitMode::OnWindowClose {
-            self.emit_complete(watermark_ns, &mut emitted)?;
+            self.emit_complete(calls, watermark_ns, &mut emitted)?;
         }
-        self.finalize(horizon, rules.gap_ns);
+        self.finalize(calls, horizon, rules.gap_ns)?;
         Ok(emitted)
     }
 
-    fn emit_complete(&mut self, watermark_ns: i64, emitted: &mut Emitted) -> Result<()> {
+    fn emit_complete(
+        &mut self,
+        calls: &[AggregateCall],
+        watermark_ns: i64,
+        emitted: &mut Emitted,
+    ) -> Result<()> {
         let bound = (watermark_ns.saturating_add(1), 0, i64::MIN);
         let mut extended = Vec::new();
-        for &(filed, id, start) in self.open_ends.range(..bound) {
-            let (key, sessions) = self.keys.entry_mut(id);
-            let Some(session) = sessions.get_mut(&start) else {
+        let complete: Vec<SessionAt> = self.open_ends.range(..bound).copied().collect();
+        for (filed, id, start) in complete {
+            let Some(session) = self.keys.sessions(id).get(&start) else {
                 continue;
             };
             if session.end > watermark_ns {
                 extended.push((filed, id, start));
                 continue;
             }
-            if let (Some(accumulators), false) = (&mut session.accumulators, session.emitted) {
-                let values = evaluate(accumulators)?;
-                emitted.push((key.to_vec(), start, session.end, values, 1));
-                session.emitted = true;
-                self.keys.mark_changed(id);
+            if session.accumulators.is_none() || session.emitted {
+                continue;
             }
+            self.undo.note(id, &mut self.keys, calls)?;
+            let (key, sessions) = self.keys.entry_mut(id);
+            let Some(session) = sessions.get_mut(&start) else {
+                continue;
+            };
+            if let Some(accumulators) = session.accumulators.as_mut() {
+                emitted.push((key.to_vec(), start, session.end, evaluate(accumulators)?, 1));
+                session.emitted = true;
+            }
+            self.keys.mark_changed(id);
         }
         for at in extended {
-            self.open_ends.remove(&at);
+            self.undo.unfile(Index::Open, &mut self.open_ends, &at);
             self.refile(at.1, at.2);
         }
         Ok(())
@@ -309,40 +326,63 @@ impl SessionPartition {
     fn refile(&mut self, id: KeyId, start: i64) {
         if let Some(session) = self.keys.entry_mut(id).1.get_mut(&start) {
             session.filed_end = session.end;
-            self.open_ends.insert((session.end, id, start));
+            let at = (session.end, id, start);
+            self.undo.file(Index::Open, &mut self.open_ends, at);
         }
     }
 
     /// Sessions ending at or before `horizon` become final markers; markers
     /// go once no row can touch them and an open session too (see
     /// `outlives`).
-    fn finalize(&mut self, horizon: i64, gap: i64) {
-        for (_, id, start) in take_before(&mut self.open_ends, horizon) {
-            let Some(session) = self.keys.entry_mut(id).1.get_mut(&start) else {
+    fn finalize(&mut self, calls: &[AggregateCall], horizon: i64, gap: i64) -> Result<()> {
+        let ending = take_before(&mut self.open_ends, horizon);
+        self.undo.unfiled(Index::Open, &ending);
+        for (_, id, start) in ending {
+            let Some(session) = self.keys.sessions(id).get(&start) else {
                 continue;
             };
             if session.end > horizon {
                 self.refile(id, start);
                 continue;
             }
-            session.accumulators = None;
-            self.marker_ends.insert((session.end, id, start));
+            self.undo.note(id, &mut self.keys, calls)?;
+            if let Some(session) = self.keys.entry_mut(id).1.get_mut(&start) {
+                session.accumulators = None;
+                let at = (session.end, id, start);
+                self.undo.file(Index::Marker, &mut self.marker_ends, at);
+            }
             self.keys.mark_changed(id);
         }
         let forgotten = horizon.saturating_sub(gap.saturating_mul(2));
-        for (end, id, start) in take_before(&mut self.marker_ends, forgotten) {
-            let sessions = self.keys.entry_mut(id).1;
-            if let Some(later_end) = outlives(sessions, start, end, gap) {
-                self.marker_ends.insert((later_end, id, start));
+        let gone = take_before(&mut self.marker_ends, forgotten);
+        self.undo.unfiled(Index::Marker, &gone);
+        for (end, id, start) in gone {
+            if let Some(later_end) = outlives(self.keys.sessions(id), start, end, gap) {
+                let at = (later_end, id, start);
+                self.undo.file(Index::Marker, &mut self.marker_ends, at);
                 continue;
             }
+            self.undo.note(id, &mut self.keys, calls)?;
+            let sessions = self.keys.entry_mut(id).1;
             sessions.remove(&start);
             if sessions.is_empty() {
-                self.keys.release(id);
-            } else {
-                self.keys.mark_changed(id);
+                // Its id goes when the write group commits.
+                self.undo.emptied(id);
             }
+            self.keys.mark_changed(id);
         }
+        Ok(())
+    }
+
+    /// The running write group committed.
+    pub fn commit(&mut self) {
+        self.undo.commit(&mut self.keys);
+    }
+
+    /// The running write group failed: puts back what it changed.
+    pub fn roll_back(&mut self, calls: &[AggregateCall]) -> Result<()> {
+        let indexes = (&mut self.open_ends, &mut self.marker_ends);
+        self.undo.roll_back(&mut self.keys, indexes, calls)
     }
 
     /// A key's sessions from a checkpoint.

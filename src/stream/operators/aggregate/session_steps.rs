@@ -39,6 +39,12 @@ pub struct ReadyStep {
 }
 
 impl PendingSteps {
+    /// Forgets the steps not gone out (a failed write group's); numbering
+    /// goes on.
+    pub fn discard(&mut self) {
+        self.queue.clear();
+    }
+
     /// A step sent to `partitions` partitions; its number.
     pub fn open(
         &mut self,

@@ -84,7 +84,7 @@ impl AggregateUndo {
 }
 
 /// Fresh accumulators merged from each call's kept state.
-fn restored(
+pub(super) fn restored(
     calls: &[AggregateCall],
     states: Vec<Vec<ScalarValue>>,
 ) -> Result<Vec<Box<dyn Accumulator>>> {
