@@ -52,6 +52,10 @@ pub struct RecoveryStats {
 pub struct CheckpointHistory {
     pub checkpoints: Mutex<VecDeque<CheckpointStats>>,
     pub recovery: Mutex<Option<RecoveryStats>>,
+    /// Times since start the views were rebuilt from their checkpoint
+    /// because a failed write could not be undone (none expected: every
+    /// operator undoes its part).
+    pub views_rebuilt: std::sync::atomic::AtomicU64,
 }
 
 pub fn unix_ms() -> u64 {
@@ -322,6 +326,7 @@ pub fn system_tables(
         Field::new("from_epoch", DataType::Int64, true),
         Field::new("duration_us", DataType::Int64, false),
         Field::new("rows_replayed", DataType::Int64, false),
+        Field::new("views_rebuilt", DataType::Int64, false),
     ]));
     let checkpoints = history.clone();
     let recovery = history.clone();
@@ -357,6 +362,10 @@ pub fn system_tables(
                     .unwrap_or_else(|p| p.into_inner())
                     .clone();
                 let rows: Vec<RecoveryStats> = last.into_iter().collect();
+                let rebuilt = recovery
+                    .views_rebuilt
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    as i64;
                 let columns: Vec<ArrayRef> = vec![
                     Arc::new(TimestampMillisecondArray::from_iter_values(
                         rows.iter().map(|r| r.unix_ms as i64),
@@ -370,6 +379,7 @@ pub fn system_tables(
                     Arc::new(Int64Array::from_iter_values(
                         rows.iter().map(|r| r.rows_replayed as i64),
                     )),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|_| rebuilt))),
                 ];
                 Ok(RecordBatch::try_new(schema.clone(), columns)?)
             }),

@@ -317,6 +317,9 @@ impl Engine {
 
     async fn rebuild_views(&self) -> Result<()> {
         tracing::warn!("rebuilding materialized views after a failed write");
+        self.checkpoints
+            .views_rebuilt
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.dataflow.lock().clear_views();
         for definition in self.catalog.definitions() {
             if definition.kind != RelationKind::MaterializedView {

@@ -198,6 +198,13 @@ const FAMILIES: &[Family] = &[
         help: "Table rows the last start replayed through the views.",
         sql: "SELECT rows_replayed AS value FROM weir_catalog.recovery",
     },
+    Family {
+        name: "weir_views_rebuilt_total",
+        kind: "counter",
+        help:
+            "Times since start the views were rebuilt because a failed write could not be undone.",
+        sql: "SELECT views_rebuilt AS value FROM weir_catalog.recovery",
+    },
 ];
 
 /// Every family, in the text exposition format.

@@ -46,7 +46,12 @@ pub struct SessionUndo {
 
 impl SessionUndo {
     /// Keeps key `id`'s sessions unless the group already did.
-    pub fn note(&mut self, id: KeyId, keys: &mut SessionKeys, calls: &[AggregateCall]) -> Result<()> {
+    pub fn note(
+        &mut self,
+        id: KeyId,
+        keys: &mut SessionKeys,
+        calls: &[AggregateCall],
+    ) -> Result<()> {
         let index = id as usize;
         if self.noted.len() <= index {
             self.noted.resize(index + 1, false);
@@ -66,7 +71,13 @@ impl SessionUndo {
                 ),
                 None => None,
             };
-            images.push((*start, session.end, session.filed_end, session.emitted, states));
+            images.push((
+                *start,
+                session.end,
+                session.filed_end,
+                session.emitted,
+                states,
+            ));
         }
         self.keys.push((id, images));
         Ok(())
