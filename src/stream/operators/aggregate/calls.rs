@@ -50,6 +50,20 @@ impl AggregateCall {
         })
     }
 
+    /// Whether its accumulator's `state()` leaves it as it was, so that
+    /// a copy of its state need not rebuild it (`state::snapshot`):
+    /// DataFusion's COUNT, SUM, MIN, MAX and AVG (plain or sliding)
+    /// report a copy of what they hold, and so do weir's multisets.
+    /// Others may hand their state over (COUNT(DISTINCT) over strings).
+    pub fn state_is_kept(&self) -> bool {
+        let plain = !self.function.is_distinct()
+            && matches!(
+                self.function.fun().name(),
+                "count" | "sum" | "min" | "max" | "avg"
+            );
+        plain || matches!(self.retraction, Retraction::Multiset(_))
+    }
+
     /// How many state columns its accumulator has.
     pub fn state_width(&self) -> Result<usize> {
         Ok(match &self.retraction {

@@ -7,7 +7,9 @@
 //! over strings does), so a live accumulator is never asked for its state
 //! and then used again: `snapshot` replaces it with a fresh one merged from
 //! that state — exactly what a restore would build, so a view continues the
-//! same way whether or not the server restarted after the checkpoint.
+//! same way whether or not the server restarted after the checkpoint. The
+//! accumulators known to report a copy (`AggregateCall::state_is_kept`)
+//! are left as they are: the same values, without the rebuild's cost.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -41,6 +43,9 @@ pub fn snapshot(
     accumulator: &mut Box<dyn Accumulator>,
 ) -> Result<Vec<ScalarValue>> {
     let state = accumulator.state()?;
+    if call.state_is_kept() {
+        return Ok(state);
+    }
     let arrays = state
         .iter()
         .map(ScalarValue::to_array)
@@ -343,6 +348,59 @@ mod tests {
             Arc::new(datafusion::arrow::array::StringArray::from(names.to_vec()));
         accumulators[0].update_batch(&[values]).unwrap();
         accumulators
+    }
+
+    /// The accumulators a snapshot leaves in place must report a copy:
+    /// asked twice, the same state, and the same value after (a DataFusion
+    /// upgrade that made one hand its state over fails here).
+    #[test]
+    fn kept_states_are_copies() {
+        use datafusion::functions_aggregate::average::avg_udaf;
+        use datafusion::functions_aggregate::min_max::{max_udaf, min_udaf};
+        use datafusion::functions_aggregate::sum::sum_udaf;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("x", DataType::Float64, true),
+        ]));
+        let functions = [count_udaf(), sum_udaf(), min_udaf(), max_udaf(), avg_udaf()];
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                "b", "a", "c",
+            ])),
+            Arc::new(datafusion::arrow::array::Int64Array::from(vec![3, -1, 7])),
+            Arc::new(datafusion::arrow::array::Float64Array::from(vec![
+                0.1, 0.2, 0.3,
+            ])),
+        ];
+        let mut checked = 0;
+        for function in functions {
+            for (index, column) in ["name", "n", "x"].into_iter().enumerate() {
+                let built = AggregateExprBuilder::new(
+                    function.clone(),
+                    vec![col(column, &schema).unwrap()],
+                )
+                .schema(schema.clone())
+                .alias("value")
+                .build();
+                let Ok(built) = built else { continue };
+                let call = AggregateCall::new(Arc::new(built), None);
+                assert!(call.state_is_kept());
+                let Ok(mut accumulator) = call.accumulator() else {
+                    continue;
+                };
+                if accumulator.update_batch(&[columns[index].clone()]).is_err() {
+                    continue;
+                }
+                let value = accumulator.evaluate().unwrap();
+                let first = snapshot(&call, &mut accumulator).unwrap();
+                assert_eq!(accumulator.state().unwrap(), first, "{column}");
+                assert_eq!(accumulator.evaluate().unwrap(), value, "{column}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 10, "{checked} accumulators checked");
+        assert!(!calls()[0].state_is_kept(), "COUNT(DISTINCT) may hand over");
     }
 
     #[test]
