@@ -481,6 +481,99 @@ async fn a_view_whose_state_does_not_restore_fails_alone() {
     .await;
 }
 
+/// A view whose stored definition no longer plans at start (here its SQL
+/// names a column that is not there) does not keep the server down: it
+/// and the view reading it show as failed with the reason, the others
+/// serve, reading it says why, and DROP removes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_that_no_longer_plans_fails_alone() {
+    use weir::state::{SledStore, StateStore, WriteBatch};
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut server = TestServer::start_with(&data_dir, &CHECKPOINTS);
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE f (id BIGINT PRIMARY KEY, k BIGINT, v BIGINT);
+             CREATE MATERIALIZED VIEW stale AS SELECT k, SUM(v) AS s FROM f GROUP BY k;
+             CREATE MATERIALIZED VIEW above AS SELECT COUNT(*) AS n FROM stale;
+             CREATE MATERIALIZED VIEW healthy AS SELECT k, COUNT(*) AS n FROM f GROUP BY k;
+             INSERT INTO f VALUES (1, 1, 10), (2, 2, 20);",
+        )
+        .await
+        .unwrap();
+    assert!(server.terminate().success());
+    {
+        let store = SledStore::open(&data_dir.join("state")).unwrap();
+        let relations = store.scan_prefix(b"catalog/relation/").unwrap();
+        let (name, definition) = relations
+            .iter()
+            .find(|(_, value)| String::from_utf8_lossy(value).contains("\"stale\""))
+            .expect("the view's definition");
+        let mut definition: serde_json::Value = serde_json::from_slice(definition).unwrap();
+        let sql = definition["sql"]
+            .as_str()
+            .unwrap()
+            .replace("SUM(v)", "SUM(gone)");
+        definition["sql"] = serde_json::Value::String(sql);
+        let mut batch = WriteBatch::new();
+        batch.put(name.clone(), serde_json::to_vec(&definition).unwrap());
+        store.commit(batch).unwrap();
+    }
+    let mut server = TestServer::start_with(&data_dir, &CHECKPOINTS);
+    let client = server.connect().await;
+    let statuses = sorted_rows(
+        &client,
+        "SELECT view_name, status, failure IS NOT NULL FROM weir_catalog.materialized_views",
+    )
+    .await;
+    assert_eq!(
+        statuses,
+        [
+            ["above", "failed", "t"],
+            ["healthy", "running", "f"],
+            ["stale", "failed", "t"]
+        ]
+    );
+    let error = client
+        .batch_execute("SELECT count(*) FROM stale")
+        .await
+        .unwrap_err();
+    let error = error.as_db_error().unwrap();
+    assert!(
+        error.message().contains("\"stale\" no longer plans"),
+        "{}",
+        error.message()
+    );
+    assert_eq!(error.code().code(), "55000");
+    client
+        .batch_execute("INSERT INTO f VALUES (3, 1, 5)")
+        .await
+        .unwrap();
+    assert_view(
+        &client,
+        "healthy",
+        "SELECT k, COUNT(*) FROM f GROUP BY k",
+        "beside a view that no longer plans",
+    )
+    .await;
+    client
+        .batch_execute(
+            "DROP MATERIALIZED VIEW above; DROP MATERIALIZED VIEW stale;
+             CREATE MATERIALIZED VIEW stale AS SELECT k, SUM(v) AS s FROM f GROUP BY k;",
+        )
+        .await
+        .unwrap();
+    assert_view(
+        &client,
+        "stale",
+        "SELECT k, SUM(v) FROM f GROUP BY k",
+        "created again",
+    )
+    .await;
+    assert!(server.terminate().success());
+}
+
 /// An EMIT EVERY view undoes a failed write like the others: its
 /// subscribers stay subscribed (a rebuild would end them), and the next
 /// firing shows exactly the committed rows.

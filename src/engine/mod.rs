@@ -241,14 +241,13 @@ impl Engine {
                 Some(sql::Statement::CreateTable { statement, .. }) => statement,
                 Some(sql::Statement::CreateMaterializedView(view)) => {
                     let name = definition.name.clone();
-                    self.restore_materialized_view(definition, &view)
-                        .await
-                        .map_err(|error| {
-                            WeirError::internal(format!(
-                                "cannot restore materialized view {name}: {}",
-                                error.message
-                            ))
-                        })?;
+                    if let Err(error) = self.restore_materialized_view(definition, &view).await {
+                        // The others start; this one (and views reading
+                        // it, which fail the same way) shows as failed.
+                        tracing::error!(view = %name, %error.message, "a materialized view no longer plans; the others serve (DROP it and create it again)");
+                        self.catalog
+                            .register_unplanned_view(&name, &error.message)?;
+                    }
                     continue;
                 }
                 Some(

@@ -156,12 +156,35 @@ impl MaterializedViewsTable {
         let mut changes = Vec::new();
         let (mut statuses, mut failures) = (Vec::new(), Vec::new());
         for definition in catalog.definitions() {
-            let Some(result) = catalog.view_result(&definition.name) else {
+            let failure = catalog.view_failure(&definition.name);
+            let result = catalog.view_result(&definition.name);
+            // The operators' state as of the last checkpoint.
+            let state = || {
+                stored_view_state(catalog.store().as_ref(), definition.id)
+                    .map_err(|error| DataFusionError::External(Box::new(error)))
+            };
+            let Some(result) = result else {
+                // A view that no longer plans: no rows to show.
+                if definition.kind == crate::catalog::RelationKind::MaterializedView
+                    && failure.is_some()
+                {
+                    let state = state()?;
+                    entries.push(state.entries as i64);
+                    bytes.push(state.bytes as i64);
+                    names.push(definition.name.clone());
+                    sources.push(definition.depends_on.join(", "));
+                    counts.push(0);
+                    late.push(0);
+                    watermarks.push(None);
+                    memory.push(0);
+                    changes.push(0);
+                    storage.push("none");
+                    statuses.push("failed");
+                    failures.push(failure);
+                }
                 continue;
             };
-            // The operators' state as of the last checkpoint.
-            let state = stored_view_state(catalog.store().as_ref(), definition.id)
-                .map_err(|error| DataFusionError::External(Box::new(error)))?;
+            let state = state()?;
             entries.push(state.entries as i64);
             bytes.push(state.bytes as i64);
             memory.push(
@@ -179,7 +202,6 @@ impl MaterializedViewsTable {
                 RowLayout::Log => "log",
                 RowLayout::Multiset => "multiset",
             });
-            let failure = catalog.view_failure(&definition.name);
             statuses.push(if failure.is_some() {
                 "failed"
             } else {

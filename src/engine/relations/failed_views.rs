@@ -5,12 +5,21 @@
 //! view), `weir_catalog.materialized_views` shows it as failed, and the
 //! failure is stored (`viewfailed/<id>`), so a restart does not bring the
 //! view back on state that no longer follows its inputs. DROP clears it.
+//! A view whose stored definition no longer plans at start is held the
+//! same way, without its rows (`register_unplanned_view`).
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+
 use super::Relations;
 use crate::connectors::view_result::MaterializedViewTable;
-use crate::error::Result;
+use crate::error::{sqlstate, Result, WeirError};
 use crate::state::{key, WriteBatch};
 
 fn failure_key(id: u64) -> Vec<u8> {
@@ -79,5 +88,56 @@ impl Relations {
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .cloned()
+    }
+}
+
+impl Relations {
+    /// A stored materialized view that no longer plans (`reason`): the
+    /// database starts without it; reading it fails naming the reason,
+    /// `weir_catalog.materialized_views` shows it failed, and DROP removes
+    /// it. Not stored: a later start (say, after an upgrade that fixes the
+    /// cause) plans it again, on its stored rows.
+    pub fn register_unplanned_view(&self, name: &str, reason: &str) -> Result<()> {
+        let message = format!("materialized view \"{name}\" no longer plans: {reason}");
+        self.register(name, Arc::new(UnplannedView { message }))?;
+        self.failed
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), reason.to_string());
+        Ok(())
+    }
+}
+
+/// What a view that no longer plans reads as: no columns, and an error.
+#[derive(Debug)]
+struct UnplannedView {
+    message: String,
+}
+
+#[async_trait]
+impl TableProvider for UnplannedView {
+    fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::empty())
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let error = WeirError::new(
+            sqlstate::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            self.message.clone(),
+        )
+        .with_hint("DROP the materialized view and create it again.");
+        Err(datafusion::error::DataFusionError::External(Box::new(
+            error,
+        )))
     }
 }
