@@ -4,7 +4,9 @@
 //! format: the key sorts as the ORDER BY does (ASC/DESC, NULLS FIRST/LAST)
 //! and the row breaks ties, so rows with equal keys have one fixed order.
 
-use std::collections::{btree_map, BTreeMap, HashMap, HashSet};
+use std::collections::{btree_map, BTreeMap};
+
+use datafusion::common::{HashMap, HashSet};
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::row::{RowConverter, Rows};
@@ -188,7 +190,7 @@ pub fn key_of(keys: &Option<Rows>, index: usize) -> &[u8] {
 /// order partitions are first seen.
 pub fn touched(partitions: &Option<Rows>, rows: usize) -> Vec<(&[u8], Vec<usize>)> {
     let mut touched: Vec<(&[u8], Vec<usize>)> = Vec::new();
-    let mut positions: std::collections::HashMap<&[u8], usize> = Default::default();
+    let mut positions: HashMap<&[u8], usize> = HashMap::default();
     for index in 0..rows {
         let key = key_of(partitions, index);
         let position = *positions.entry(key).or_insert_with(|| {

@@ -6,7 +6,9 @@
 //! kept and puts the closed bins back: work in proportion to what the
 //! group touched.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use datafusion::common::HashMap;
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::common::ScalarValue;
@@ -23,9 +25,10 @@ type GroupStates = Option<Vec<Vec<ScalarValue>>>;
 /// What a write group changed in an aggregate's bins.
 #[derive(Default)]
 pub struct AggregateUndo {
-    /// Per (window end, group key) touched: each call's state before the
-    /// group (None: the group did not exist).
-    groups: HashMap<(i64, Vec<u8>), GroupStates>,
+    /// Per window end and group key touched: each call's state before
+    /// the group (None: the group did not exist). By end, then by key, so
+    /// that finding a group already kept allocates nothing.
+    groups: HashMap<i64, HashMap<Vec<u8>, GroupStates>>,
     /// Bins the group dropped (closed past their lateness).
     dropped: BTreeMap<i64, Bin>,
     /// Whether the global group's row was still owed.
@@ -41,7 +44,8 @@ impl AggregateUndo {
         accumulators: Option<&mut Vec<Box<dyn Accumulator>>>,
         calls: &[AggregateCall],
     ) -> Result<()> {
-        if self.groups.contains_key(&(end, key.to_vec())) {
+        let kept = self.groups.entry(end).or_default();
+        if kept.contains_key(key) {
             return Ok(());
         }
         let states = match accumulators {
@@ -54,7 +58,7 @@ impl AggregateUndo {
             ),
             None => None,
         };
-        self.groups.insert((end, key.to_vec()), states);
+        kept.insert(key.to_vec(), states);
         Ok(())
     }
 
@@ -67,15 +71,17 @@ impl AggregateUndo {
     pub fn undo(self, bins: &mut BTreeMap<i64, Bin>, calls: &[AggregateCall]) -> Result<Vec<i64>> {
         let mut touched: Vec<i64> = self.dropped.keys().copied().collect();
         bins.extend(self.dropped);
-        for ((end, key), states) in self.groups {
+        for (end, kept) in self.groups {
             touched.push(end);
             let bin = bins.entry(end).or_default();
-            match states {
-                None => {
-                    bin.remove(&key);
-                }
-                Some(states) => {
-                    bin.insert(key, restored(calls, states)?);
+            for (key, states) in kept {
+                match states {
+                    None => {
+                        bin.remove(&key);
+                    }
+                    Some(states) => {
+                        bin.insert(key, restored(calls, states)?);
+                    }
                 }
             }
         }

@@ -3,7 +3,9 @@
 //! exactly when the values do), so a probe is one hash lookup per row and
 //! building output converts the matched rows back in one call.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use datafusion::common::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
