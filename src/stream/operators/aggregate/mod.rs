@@ -283,7 +283,7 @@ impl Operator for AggregateOperator {
     }
 
     fn commit(&mut self) {
-        self.undo = undo::AggregateUndo::default();
+        self.undo.clear();
         if let Some(pending) = self.pending.as_mut() {
             pending.commit();
         }

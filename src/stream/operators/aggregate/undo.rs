@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use datafusion::common::hash_map::EntryRef;
 use datafusion::common::HashMap;
 
 use datafusion::arrow::array::ArrayRef;
@@ -25,10 +26,13 @@ type GroupStates = Option<Vec<Vec<ScalarValue>>>;
 /// What a write group changed in an aggregate's bins.
 #[derive(Default)]
 pub struct AggregateUndo {
-    /// Per window end and group key touched: each call's state before
-    /// the group (None: the group did not exist). By end, then by key, so
-    /// that finding a group already kept allocates nothing.
-    groups: HashMap<i64, HashMap<Vec<u8>, GroupStates>>,
+    /// Per group touched (its window end, big-endian, then its key): each
+    /// call's state before the write group (None: the group did not
+    /// exist). Looked up through `scratch`, so finding a group already
+    /// kept allocates nothing, and cleared in place at commit, so the
+    /// table is not built again for every write group.
+    groups: HashMap<Vec<u8>, GroupStates>,
+    scratch: Vec<u8>,
     /// Bins the group dropped (closed past their lateness).
     dropped: BTreeMap<i64, Bin>,
     /// Whether the global group's row was still owed.
@@ -44,10 +48,12 @@ impl AggregateUndo {
         accumulators: Option<&mut Vec<Box<dyn Accumulator>>>,
         calls: &[AggregateCall],
     ) -> Result<()> {
-        let kept = self.groups.entry(end).or_default();
-        if kept.contains_key(key) {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&end.to_be_bytes());
+        self.scratch.extend_from_slice(key);
+        let EntryRef::Vacant(entry) = self.groups.entry_ref(self.scratch.as_slice()) else {
             return Ok(());
-        }
+        };
         let states = match accumulators {
             Some(accumulators) => Some(
                 accumulators
@@ -58,8 +64,15 @@ impl AggregateUndo {
             ),
             None => None,
         };
-        kept.insert(key.to_vec(), states);
+        entry.insert(states);
         Ok(())
+    }
+
+    /// The write group committed: nothing to undo (the table's room kept).
+    pub fn clear(&mut self) {
+        self.groups.clear();
+        self.dropped.clear();
+        self.owed_empty_row = None;
     }
 
     pub fn dropped(&mut self, end: i64, bin: Bin) {
@@ -71,17 +84,17 @@ impl AggregateUndo {
     pub fn undo(self, bins: &mut BTreeMap<i64, Bin>, calls: &[AggregateCall]) -> Result<Vec<i64>> {
         let mut touched: Vec<i64> = self.dropped.keys().copied().collect();
         bins.extend(self.dropped);
-        for (end, kept) in self.groups {
+        for (mut group, states) in self.groups {
+            let key = group.split_off(size_of::<i64>());
+            let end = i64::from_be_bytes(group.try_into().unwrap_or_default());
             touched.push(end);
             let bin = bins.entry(end).or_default();
-            for (key, states) in kept {
-                match states {
-                    None => {
-                        bin.remove(&key);
-                    }
-                    Some(states) => {
-                        bin.insert(key, restored(calls, states)?);
-                    }
+            match states {
+                None => {
+                    bin.remove(&key);
+                }
+                Some(states) => {
+                    bin.insert(key, restored(calls, states)?);
                 }
             }
         }
