@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, UInt32Array};
 use datafusion::arrow::compute::{cast, filter, take};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
@@ -26,6 +26,9 @@ pub struct AggregateCall {
     pub filter: Option<Arc<dyn PhysicalExpr>>,
     /// How its accumulator takes rows back (when its input retracts).
     pub retraction: Retraction,
+    /// Whether DataFusion's accumulator reports a copy of its state
+    /// (`state_is_kept`), decided once.
+    copies_state: bool,
 }
 
 impl AggregateCall {
@@ -34,10 +37,12 @@ impl AggregateCall {
         function: Arc<AggregateFunctionExpr>,
         filter: Option<Arc<dyn PhysicalExpr>>,
     ) -> Self {
+        let copies_state = copies_state(&function);
         AggregateCall {
             function,
             filter,
             retraction: Retraction::None,
+            copies_state,
         }
     }
 
@@ -52,16 +57,12 @@ impl AggregateCall {
 
     /// Whether its accumulator's `state()` leaves it as it was, so that
     /// a copy of its state need not rebuild it (`state::snapshot`):
-    /// DataFusion's COUNT, SUM, MIN, MAX and AVG (plain or sliding)
-    /// report a copy of what they hold, and so do weir's multisets.
-    /// Others may hand their state over (COUNT(DISTINCT) over strings).
+    /// DataFusion's COUNT, SUM, MIN, MAX and AVG (plain or sliding), and
+    /// COUNT(DISTINCT) over integers and times, report a copy of what
+    /// they hold, and so do weir's multisets. Others may hand their state
+    /// over (COUNT(DISTINCT) over strings takes its set).
     pub fn state_is_kept(&self) -> bool {
-        let plain = !self.function.is_distinct()
-            && matches!(
-                self.function.fun().name(),
-                "count" | "sum" | "min" | "max" | "avg"
-            );
-        plain || matches!(self.retraction, Retraction::Multiset(_))
+        self.copies_state || matches!(self.retraction, Retraction::Multiset(_))
     }
 
     /// How many state columns its accumulator has.
@@ -74,6 +75,20 @@ impl AggregateCall {
             Retraction::Multiset(shape) => shape.state_width(),
         })
     }
+}
+
+/// See `AggregateCall::state_is_kept`.
+fn copies_state(function: &AggregateFunctionExpr) -> bool {
+    let name = function.fun().name();
+    if !function.is_distinct() {
+        return matches!(name, "count" | "sum" | "min" | "max" | "avg");
+    }
+    // DataFusion's native distinct sets copy their values into the state.
+    let fields = function.state_fields().unwrap_or_default();
+    let native = |data_type: &DataType| data_type.is_integer() || data_type.is_temporal();
+    name == "count"
+        && matches!(fields.first().map(|field| field.data_type()),
+            Some(DataType::List(item)) if native(item.data_type()))
 }
 
 /// The aggregate value columns (after the first `groups` columns of

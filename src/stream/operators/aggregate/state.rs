@@ -400,7 +400,24 @@ mod tests {
             }
         }
         assert!(checked >= 10, "{checked} accumulators checked");
-        assert!(!calls()[0].state_is_kept(), "COUNT(DISTINCT) may hand over");
+        assert!(
+            !calls()[0].state_is_kept(),
+            "COUNT(DISTINCT text) hands over"
+        );
+        // COUNT(DISTINCT) over integers copies its set.
+        let distinct = AggregateExprBuilder::new(count_udaf(), vec![col("n", &schema).unwrap()])
+            .schema(schema.clone())
+            .alias("distinct_n")
+            .distinct()
+            .build()
+            .unwrap();
+        let call = AggregateCall::new(Arc::new(distinct), None);
+        assert!(call.state_is_kept());
+        let mut accumulator = call.accumulator().unwrap();
+        accumulator.update_batch(&[columns[1].clone()]).unwrap();
+        let first = snapshot(&call, &mut accumulator).unwrap();
+        assert_eq!(accumulator.state().unwrap(), first);
+        assert_eq!(accumulator.evaluate().unwrap(), ScalarValue::Int64(Some(3)));
     }
 
     #[test]
