@@ -29,8 +29,6 @@ pub const FRAGILE_MODULUS: i64 = 7;
 pub const FRAGILE_REMAINDER: i64 = 3;
 
 impl Model {
-    /// Whether the `fragile` view fails on these accounts (`%` takes the
-    /// sign of the balance in SQL as in Rust).
     /// Whether the `fragile_events` view (`10 / (account % 4 - 3)`) fails
     /// on these events.
     pub fn trips_fragile_events(&self) -> bool {
@@ -39,6 +37,8 @@ impl Model {
             .any(|(_, account, _, _)| account % 4 == 3)
     }
 
+    /// Whether the `fragile` view fails on these accounts (`%` takes the
+    /// sign of the balance in SQL as in Rust).
     pub fn trips_fragile(&self) -> bool {
         self.accounts
             .values()
