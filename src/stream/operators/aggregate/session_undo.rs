@@ -15,7 +15,7 @@ use super::calls::AggregateCall;
 use super::session_aggregate::{Session, Sessions};
 use super::session_keys::{KeyId, SessionKeys};
 use super::session_partition::SessionAt;
-use super::state::snapshot;
+use super::state::snapshot_all;
 use super::undo::restored;
 use crate::error::Result;
 
@@ -61,16 +61,9 @@ impl SessionUndo {
         }
         let mut images = Vec::new();
         for (start, session) in keys.entry_mut(id).1.iter_mut() {
-            let states = match session.accumulators.as_mut() {
-                Some(accumulators) => Some(
-                    accumulators
-                        .iter_mut()
-                        .zip(calls)
-                        .map(|(accumulator, call)| snapshot(call, accumulator))
-                        .collect::<Result<Vec<_>>>()?,
-                ),
-                None => None,
-            };
+            let states = (session.accumulators.as_mut())
+                .map(|accumulators| snapshot_all(calls, accumulators))
+                .transpose()?;
             images.push((
                 *start,
                 session.end,

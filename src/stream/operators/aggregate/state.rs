@@ -56,6 +56,18 @@ pub fn snapshot(
     Ok(state)
 }
 
+/// `snapshot` of each call's accumulator of one group.
+pub fn snapshot_all(
+    calls: &[AggregateCall],
+    accumulators: &mut [Box<dyn Accumulator>],
+) -> Result<Vec<Vec<ScalarValue>>> {
+    accumulators
+        .iter_mut()
+        .zip(calls)
+        .map(|(accumulator, call)| snapshot(call, accumulator))
+        .collect()
+}
+
 /// Groups (key, accumulators) as one batch; `decode_bin` reads it back.
 pub fn encode_groups<'a>(
     groups: impl Iterator<Item = (Vec<u8>, &'a mut [Box<dyn Accumulator>])>,

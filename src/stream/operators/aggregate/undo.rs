@@ -16,7 +16,7 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 
 use super::calls::{new_accumulators, AggregateCall};
-use super::state::snapshot;
+use super::state::snapshot_all;
 use super::Bin;
 use crate::error::Result;
 
@@ -54,16 +54,9 @@ impl AggregateUndo {
         let EntryRef::Vacant(entry) = self.groups.entry_ref(self.scratch.as_slice()) else {
             return Ok(());
         };
-        let states = match accumulators {
-            Some(accumulators) => Some(
-                accumulators
-                    .iter_mut()
-                    .zip(calls)
-                    .map(|(accumulator, call)| snapshot(call, accumulator))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            None => None,
-        };
+        let states = accumulators
+            .map(|accumulators| snapshot_all(calls, accumulators))
+            .transpose()?;
         entry.insert(states);
         Ok(())
     }
