@@ -162,6 +162,12 @@ fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) ->
                 postgres_timestamp(value.naive_utc(), "+00")
             }),
         Type::INTERVAL => cell(row.get::<_, Option<Interval>>(index)),
+        Type::BYTEA => row
+            .get::<_, Option<Vec<u8>>>(index)
+            .map_or("NULL".to_string(), |bytes| {
+                let digits: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+                format!("\\x{digits}")
+            }),
         // int2vector and oidvector print their elements separated by spaces.
         Type::INT2_VECTOR => vector(row.get::<_, Option<Vec<i16>>>(index)),
         Type::OID_VECTOR => vector(row.get::<_, Option<Vec<u32>>>(index)),
@@ -206,23 +212,26 @@ impl<'a> tokio_postgres::types::FromSql<'a> for Interval {
 
 /// Postgres' interval text (IntervalStyle postgres): `1 year 2 mons 3 days
 /// 04:05:06.5`.
+/// As Postgres prints it: a field is plural unless exactly 1, and a
+/// positive field after a negative one gets a `+`.
 impl std::fmt::Display for Interval {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let plural =
-            |n: i64, unit: &str| format!("{n} {unit}{}", if n.abs() == 1 { "" } else { "s" });
         let mut parts = Vec::new();
+        let mut after_negative = false;
         let (years, months) = (self.months / 12, self.months % 12);
-        if years != 0 {
-            parts.push(plural(years.into(), "year"));
-        }
-        if months != 0 {
-            parts.push(plural(months.into(), "mon"));
-        }
-        if self.days != 0 {
-            parts.push(plural(self.days.into(), "day"));
+        for (n, unit) in [(years, "year"), (months, "mon"), (self.days, "day")] {
+            if n != 0 {
+                let plus = if after_negative && n > 0 { "+" } else { "" };
+                parts.push(format!("{plus}{n} {unit}{}", if n == 1 { "" } else { "s" }));
+                after_negative = n < 0;
+            }
         }
         if self.microseconds != 0 || parts.is_empty() {
-            let sign = if self.microseconds < 0 { "-" } else { "" };
+            let sign = match (self.microseconds < 0, after_negative) {
+                (true, _) => "-",
+                (false, true) => "+",
+                _ => "",
+            };
             let total = self.microseconds.unsigned_abs();
             let seconds = total / 1_000_000;
             let fraction = total % 1_000_000;

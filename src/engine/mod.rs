@@ -395,6 +395,8 @@ fn new_context() -> Result<SessionContext> {
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
     // Timestamps written to the minute (sql::timestamp_text).
     context.add_analyzer_rule(Arc::new(sql::timestamp_text::TimestampTextRule::default()));
+    // Text to bytea in Postgres's hex and escape formats (sql::bytea_input).
+    context.add_analyzer_rule(Arc::new(sql::bytea_input::ByteaInputRule::default()));
     // Casts to text where Postgres and Arrow differ (sql::text_casts).
     context.add_analyzer_rule(Arc::new(sql::text_casts::TextCastRule));
     // interval * number and interval / number, planned before coercion.

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, IntervalUnit, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use pgwire::api::results::{FieldFormat, FieldInfo};
 use pgwire::api::Type;
@@ -23,6 +23,7 @@ fn rendered_here(data_type: &DataType) -> bool {
             | DataType::Timestamp(_, _)
             | DataType::Time64(_)
             | DataType::Time32(_)
+            | DataType::Interval(IntervalUnit::MonthDayNano)
     ) || data_type == &UNCONSTRAINED_NUMERIC
         || renders_array(data_type)
 }

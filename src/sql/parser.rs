@@ -208,6 +208,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     super::generate_subscripts::rewrite(&mut statement);
     super::field_access::rewrite(&mut statement);
     super::date_function::rewrite(&mut statement);
+    super::interval_text::rewrite(&mut statement);
     super::to_char_pattern::rewrite(&mut statement)?;
     Ok(match options {
         Some(options) => Statement::CreateTable {

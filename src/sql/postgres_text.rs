@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
-use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
+use datafusion::arrow::datatypes::{
+    DataType, Float32Type, Float64Type, IntervalMonthDayNanoType, IntervalUnit,
+};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
 /// What `NUMERIC` without precision and scale is planned as.
@@ -37,6 +39,16 @@ pub fn column_text(column: &ArrayRef) -> Option<ArrayRef> {
             datetime_text(column)
         }
         data_type if data_type == &UNCONSTRAINED_NUMERIC => numeric_text(column),
+        DataType::Interval(IntervalUnit::MonthDayNano) => {
+            let values = column.as_primitive::<IntervalMonthDayNanoType>();
+            let texts: StringArray = values
+                .iter()
+                .map(|v| {
+                    v.map(|v| super::interval_style::interval_text(v.months, v.days, v.nanoseconds))
+                })
+                .collect();
+            Some(Arc::new(texts))
+        }
         _ => None,
     }
 }

@@ -1,6 +1,6 @@
-//! A one-argument function returning text, computed an array at a time:
-//! what weir's analyzer rules call where they rewrite an expression
-//! (`complete_timestamp_text`, `array_literal`).
+//! A one-argument function computed an array at a time, returning text
+//! or another type: what weir's analyzer rules call where they rewrite an
+//! expression (`complete_timestamp_text`, `array_literal`, `bytea_input`).
 
 use std::hash::{Hash, Hasher};
 
@@ -13,9 +13,19 @@ use datafusion::logical_expr::{
 
 /// `name(value)`, which applies `apply` to the argument's values.
 pub fn text_function(name: &'static str, apply: fn(&ArrayRef) -> Result<ArrayRef>) -> ScalarUDF {
+    array_function(name, DataType::Utf8, apply)
+}
+
+/// `name(value)` of type `returns`, which `apply` computes.
+pub fn array_function(
+    name: &'static str,
+    returns: DataType,
+    apply: fn(&ArrayRef) -> Result<ArrayRef>,
+) -> ScalarUDF {
     ScalarUDF::new_from_impl(TextFunction {
         name,
         signature: Signature::any(1, Volatility::Immutable),
+        returns,
         apply,
     })
 }
@@ -24,6 +34,7 @@ pub fn text_function(name: &'static str, apply: fn(&ArrayRef) -> Result<ArrayRef
 struct TextFunction {
     name: &'static str,
     signature: Signature,
+    returns: DataType,
     apply: fn(&ArrayRef) -> Result<ArrayRef>,
 }
 
@@ -53,7 +64,7 @@ impl ScalarUDFImpl for TextFunction {
     }
 
     fn return_type(&self, _arguments: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
+        Ok(self.returns.clone())
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
