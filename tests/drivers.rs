@@ -153,7 +153,8 @@ async fn repeated_output_names_are_reported_as_postgres_does() {
         .unwrap();
     assert_eq!(names(&users), ["session_user", "session_user"]);
     let row = client.query_one(&literals, &[]).await.unwrap();
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (-1, -1));
+    // Integer literals are integers, as in Postgres.
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (-1, -1));
 }
 
 fn run_python(script: &str, server: &TestServer) {

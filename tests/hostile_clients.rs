@@ -287,6 +287,65 @@ fn bind_format_codes_are_checked() {
     }
 }
 
+/// An Execute with a negative row limit returns every row, as Postgres
+/// does (pgwire panicked and dropped the connection without a word).
+#[test]
+fn a_negative_row_limit_means_all_rows() {
+    let server = TestServer::start();
+    let mut socket = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    socket.write_all(&startup_packet()).unwrap();
+    assert!(read_until_ready(&mut socket).0.is_empty());
+    let mut messages = frame(
+        b'P',
+        b"\0SELECT * FROM (VALUES (1), (2), (3)) AS t(x)\0\0\0",
+    );
+    messages.extend(frame(b'B', b"\0\0\0\0\0\0\0\0"));
+    let mut execute = b"\0".to_vec();
+    execute.extend_from_slice(&(-1i32).to_be_bytes());
+    messages.extend(frame(b'E', &execute));
+    messages.extend(frame(b'S', b""));
+    socket.write_all(&messages).unwrap();
+    let mut rows = 0;
+    loop {
+        let mut header = [0u8; 5];
+        socket.read_exact(&mut header).expect("the server answers");
+        let length = u32::from_be_bytes(header[1..5].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; length - 4];
+        socket.read_exact(&mut body).unwrap();
+        match header[0] {
+            b'D' => rows += 1,
+            b'E' => panic!("an error: {}", String::from_utf8_lossy(&body)),
+            b'Z' => break,
+            _ => {}
+        }
+    }
+    assert_eq!(rows, 3);
+}
+
+/// A statement name already in use is refused (42P05), as Postgres does;
+/// the unnamed statement is replaced as before.
+#[test]
+fn a_prepared_statement_name_is_not_reused() {
+    let server = TestServer::start();
+    let mut socket = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    socket.write_all(&startup_packet()).unwrap();
+    assert!(read_until_ready(&mut socket).0.is_empty());
+    let parse = |body: &[u8]| {
+        let mut messages = frame(b'P', body);
+        messages.extend(frame(b'S', b""));
+        messages
+    };
+    for (body, expected) in [
+        (&b"s\0SELECT 1\0\0\0"[..], Vec::<String>::new()),
+        (&b"s\0SELECT 2\0\0\0"[..], vec!["42P05".to_string()]),
+        (&b"\0SELECT 1\0\0\0"[..], vec![]),
+        (&b"\0SELECT 2\0\0\0"[..], vec![]),
+    ] {
+        socket.write_all(&parse(body)).unwrap();
+        assert_eq!(read_until_ready(&mut socket).0, expected);
+    }
+}
+
 /// A statement message past `--max-message-size` ends its connection with
 /// 08P01 before its body is read; others go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

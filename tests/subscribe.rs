@@ -211,7 +211,7 @@ async fn copy_subscribe_streams_rows_until_cancelled() {
     let error = ended.expect("an error, not the end").unwrap_err();
     assert_eq!(error.as_db_error().unwrap().code().code(), "57014");
     // The connection is usable again.
-    let one: i64 = reader.query_one("SELECT 1", &[]).await.unwrap().get(0);
+    let one: i32 = reader.query_one("SELECT 1", &[]).await.unwrap().get(0);
     assert_eq!(one, 1);
 }
 

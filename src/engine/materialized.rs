@@ -100,6 +100,7 @@ impl Engine {
         let plan = state
             .statement_to_plan(DataFusionStatement::Statement(Box::new(query.clone())))
             .await?;
+        let plan = crate::sql::literal_types::postgres_types(plan, state.config_options())?;
         let sources = EngineSources {
             engine: self,
             state,
@@ -341,10 +342,18 @@ impl Engine {
 
 /// The planning state for a view planned by `edition` of weir's SQL: a
 /// view from before `sum(bigint)` was numeric keeps DataFusion's bigint
-/// sum, the type its stored rows and accumulator states have.
+/// sum, and one from before Postgres's literal types keeps DataFusion's
+/// (sql::literal_types): the types its stored rows and states have.
 pub(super) fn planning_state(mut state: SessionState, edition: u32) -> SessionState {
     if edition == 0 {
         let _ = state.register_udaf(datafusion::functions_aggregate::sum::sum_udaf());
+    }
+    if edition < 2 {
+        state
+            .config_mut()
+            .options_mut()
+            .sql_parser
+            .parse_float_as_decimal = false;
     }
     state
 }
@@ -473,5 +482,22 @@ mod tests {
         assert_eq!(sum_type(&current).await, DataType::Decimal128(38, 0));
         let legacy = planning_state(state, 0);
         assert_eq!(sum_type(&legacy).await, DataType::Int64);
+    }
+
+    /// Edition 2 reads `0.1` as a numeric; a view from before keeps its
+    /// double (and its bigint integer literals: sql::literal_types).
+    #[tokio::test]
+    async fn a_view_from_before_postgres_literal_types_keeps_doubles() {
+        let state = super::super::new_context().unwrap().state();
+        let literal_type = |state: SessionState| async move {
+            let plan = state.create_logical_plan("SELECT 0.5").await.unwrap();
+            plan.schema().field(0).data_type().clone()
+        };
+        let current = planning_state(state.clone(), SQL_EDITION);
+        assert_eq!(literal_type(current).await, DataType::Decimal128(1, 1));
+        assert_eq!(
+            literal_type(planning_state(state, 1)).await,
+            DataType::Float64
+        );
     }
 }

@@ -227,8 +227,10 @@ impl Engine {
     ) -> Result<LogicalPlan> {
         let statement = DataFusionStatement::Statement(Box::new(statement.clone()));
         let plan = state.statement_to_plan(statement).await?;
-        // Explicit text casts are already in the plan; corrected here too, as
-        // clients are told the result types of this plan at Describe.
+        // Literal types and explicit text casts are already in the plan;
+        // corrected here too, as clients are told the result types of this
+        // plan at Describe.
+        let plan = sql::literal_types::postgres_types(plan, state.config_options())?;
         Ok(sql::text_casts::TextCastRule.analyze(plan, state.config_options())?)
     }
 
@@ -375,7 +377,15 @@ fn new_context() -> Result<SessionContext> {
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
     // TIMESTAMPTZ columns and now() are UTC unless a session sets TimeZone.
     config.options_mut().execution.time_zone = Some("+00:00".to_string());
+    // `0.1` is a numeric, as in Postgres, not a double (sql::literal_types).
+    config.options_mut().sql_parser.parse_float_as_decimal = true;
     let mut context = SessionContext::new_with_config(config);
+    // DataFusion's rewrite of `count(DISTINCT a), sum(b)` into two
+    // aggregations sums the partial sums into a wider decimal than the
+    // plan's schema says, and a HAVING on that sum failed at run time
+    // ("Invalid comparison operation: Decimal128(30, 2) > Decimal128(20, 2)",
+    // found by tests/postgres_differential.rs).
+    context.remove_optimizer_rule("single_distinct_aggregation_to_group_by");
     // RisingWave's and Flink's name for DataFusion's HyperLogLog aggregate.
     let approx = datafusion::functions_aggregate::approx_distinct::approx_distinct_udaf();
     context.register_udaf(
@@ -395,6 +405,8 @@ fn new_context() -> Result<SessionContext> {
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
     // Timestamps written to the minute (sql::timestamp_text).
     context.add_analyzer_rule(Arc::new(sql::timestamp_text::TimestampTextRule::default()));
+    // Coercion casts on integer literals folded into them (sql::literal_types).
+    context.add_analyzer_rule(Arc::new(sql::literal_types::LiteralCastRule));
     // Text to bytea in Postgres's hex and escape formats (sql::bytea_input).
     context.add_analyzer_rule(Arc::new(sql::bytea_input::ByteaInputRule::default()));
     // Casts to text where Postgres and Arrow differ (sql::text_casts).

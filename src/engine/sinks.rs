@@ -327,6 +327,7 @@ impl Engine {
         let plan = state
             .statement_to_plan(DataFusionStatement::Statement(Box::new(query)))
             .await?;
+        let plan = crate::sql::literal_types::postgres_types(plan, state.config_options())?;
         let columns = plan.schema().fields().len();
         let determines_all = |dependence: &&FunctionalDependence| {
             let mut targets = dependence.target_indices.clone();

@@ -21,6 +21,7 @@ pub mod sqlstate {
     pub const DUPLICATE_TABLE: &str = "42P07";
     pub const DUPLICATE_SCHEMA: &str = "42P06";
     pub const DATATYPE_MISMATCH: &str = "42804";
+    pub const CANNOT_COERCE: &str = "42846";
     pub const WRONG_OBJECT_TYPE: &str = "42809";
     pub const DEPENDENT_OBJECTS_STILL_EXIST: &str = "2BP01";
     pub const SYNTAX_OR_ACCESS_RULE: &str = "42000";

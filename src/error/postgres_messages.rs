@@ -9,6 +9,7 @@ use super::{sqlstate, WeirError};
 type Rule = fn(&str) -> Option<WeirError>;
 
 const RULES: &[Rule] = &[
+    unsupported_cast,
     missing_column,
     invalid_input,
     integer_out_of_range,
@@ -102,6 +103,24 @@ fn missing_column(text: &str) -> Option<WeirError> {
             error.with_hint("Check the column name; \\d <table> in psql lists the columns.")
         }
     })
+}
+
+/// "Unsupported CAST from Time64(ns) to Date32": a cast Postgres has no
+/// path for either (42846), said with its type names.
+fn unsupported_cast(text: &str) -> Option<WeirError> {
+    let rest = text.split("Unsupported CAST from ").nth(1)?;
+    let (from, to) = rest.split_once(" to ")?;
+    Some(
+        WeirError::new(
+            sqlstate::CANNOT_COERCE,
+            format!(
+                "cannot cast type {} to {}",
+                type_name(from),
+                type_name(to.trim())
+            ),
+        )
+        .with_hint("Cast through text, or to a type this one converts to."),
+    )
 }
 
 /// "Cannot cast string 'abc' to value of Int32 type" (and "value" for
@@ -342,6 +361,7 @@ mod tests {
             ("No field named b_t.x.", "42703", "column \"b_t.x\" does not exist"),
             ("No field named m.\nValid fields are t.a, t.b.", "42703", "column \"m\" does not exist"),
             ("Cannot cast string 'abc' to value of Int32 type", "22P02", "invalid input syntax for type integer: \"abc\""),
+            ("This feature is not implemented: Unsupported CAST from Time64(ns) to Date32", "42846", "cannot cast type time to date"),
             ("Cannot cast value 'maybe' to value of Boolean type", "22P02", "invalid input syntax for type boolean: \"maybe\""),
             ("Cannot cast string 'it's' to value of Decimal128(10, 2) type", "22P02", "invalid input syntax for type numeric: \"it's\""),
             ("Can't cast value 70000 to type Int16", "22003", "smallint out of range"),

@@ -169,14 +169,14 @@ const FAMILIES: &[Family] = &[
         name: "weir_checkpoint_duration_seconds",
         kind: "gauge",
         help: "How long the last checkpoint took until durable.",
-        sql: "SELECT duration_us / 1e6 AS value \
+        sql: "SELECT duration_us / 1000000.0 AS value \
               FROM weir_catalog.checkpoints ORDER BY epoch DESC LIMIT 1",
     },
     Family {
         name: "weir_checkpoint_writers_blocked_seconds",
         kind: "gauge",
         help: "How long the last checkpoint held writers back (its snapshot).",
-        sql: "SELECT writers_blocked_us / 1e6 AS value \
+        sql: "SELECT writers_blocked_us / 1000000.0 AS value \
               FROM weir_catalog.checkpoints ORDER BY epoch DESC LIMIT 1",
     },
     Family {
@@ -190,7 +190,7 @@ const FAMILIES: &[Family] = &[
         name: "weir_recovery_duration_seconds",
         kind: "gauge",
         help: "How long the last start took to recover the views.",
-        sql: "SELECT duration_us / 1e6 AS value FROM weir_catalog.recovery",
+        sql: "SELECT duration_us / 1000000.0 AS value FROM weir_catalog.recovery",
     },
     Family {
         name: "weir_recovery_rows_replayed",

@@ -34,14 +34,33 @@ pub use crate::session::SERVER_VERSION;
 /// a new connection, is served. On the multi-threaded runtime the worker
 /// first hands its other tasks to another (`block_in_place`) and then runs
 /// `work` to the end; on a single-threaded one (tests) `work` just runs.
-async fn off_the_workers<F: Future>(work: F) -> F::Output {
+///
+/// A panic while the statement runs (a bug, in weir or in DataFusion)
+/// fails the statement with XX000 instead of ending the connection
+/// without a word.
+async fn off_the_workers<T>(
+    work: impl Future<Output = pgwire::error::PgWireResult<T>>,
+) -> pgwire::error::PgWireResult<T> {
+    let work = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(work));
     let handle = tokio::runtime::Handle::current();
-    match handle.runtime_flavor() {
+    let outcome = match handle.runtime_flavor() {
         tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(|| handle.block_on(work))
         }
         _ => work.await,
-    }
+    };
+    outcome.unwrap_or_else(|panic| {
+        let reason = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        Err(response::to_pgwire(
+            WeirError::internal(format!("the statement failed inside weir: {reason}")).with_hint(
+                "This is a bug; the connection stays usable. Please report the statement.",
+            ),
+        ))
+    })
 }
 
 /// `off_the_workers` for a handler pgwire would cancel by dropping it (an

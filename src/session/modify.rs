@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::source_as_provider;
-use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, Projection, WriteOp};
+use datafusion::logical_expr::{Cast, DmlStatement, Expr, LogicalPlan, Projection, WriteOp};
 use datafusion::physical_plan::collect;
 
 use super::planning::Purpose;
@@ -32,7 +33,7 @@ impl Session {
             // Held from the read to the commit: no write comes in between.
             let write = BulkWrite::begin(log.clone()).await;
             let plan = match dml.op {
-                WriteOp::Update => old_and_new(&dml.input, log.schema().fields().len())?,
+                WriteOp::Update => old_and_new(&dml.input, &log.schema())?,
                 _ => dml.input.as_ref().clone(),
             };
             let physical = state.create_physical_plan(&plan).await?;
@@ -100,7 +101,8 @@ pub(super) fn updatable_log(dml: &DmlStatement, verb: &str) -> Result<Arc<TableL
 
 /// An UPDATE's input (new values over the matched rows) widened to carry
 /// the old row first: `columns` old values, then the new ones.
-fn old_and_new(input: &LogicalPlan, columns: usize) -> Result<LogicalPlan> {
+fn old_and_new(input: &LogicalPlan, table: &Schema) -> Result<LogicalPlan> {
+    let columns = table.fields().len();
     let LogicalPlan::Projection(projection) = input else {
         return Err(WeirError::internal("an UPDATE plan without its projection"));
     };
@@ -112,11 +114,22 @@ fn old_and_new(input: &LogicalPlan, columns: usize) -> Result<LogicalPlan> {
         .take(columns)
         .enumerate()
         .map(|(index, column)| Expr::Column(column).alias(format!("__weir_old_{index}")));
-    let new = projection
-        .expr
-        .iter()
-        .enumerate()
-        .map(|(index, expr)| expr.clone().unalias().alias(format!("__weir_new_{index}")));
+    // Each new value cast to its column's type: planned as it was typed
+    // before analysis (sql::literal_types retypes literals), a value can
+    // reach the table as another integer width otherwise.
+    let new =
+        projection
+            .expr
+            .iter()
+            .zip(table.fields())
+            .enumerate()
+            .map(|(index, (expr, field))| {
+                let value = Expr::Cast(Cast::new(
+                    Box::new(expr.clone().unalias()),
+                    field.data_type().clone(),
+                ));
+                value.alias(format!("__weir_new_{index}"))
+            });
     let exprs = old.chain(new).collect();
     Ok(LogicalPlan::Projection(Projection::try_new(exprs, source)?))
 }

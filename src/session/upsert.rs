@@ -267,10 +267,19 @@ impl Assignments {
             .collect::<Result<_>>()?;
         let existing = log.rows_at(&offsets)?;
         let both = self.both(&existing, &proposed)?;
+        // Each value as its column's type: a literal may be typed narrower
+        // (sql::literal_types).
         let columns = self
             .values
             .iter()
-            .map(|value| evaluate(value, &self.schema, &both, state))
+            .zip(log.schema().fields())
+            .map(|(value, field)| {
+                let column = evaluate(value, &self.schema, &both, state)?;
+                Ok(datafusion::arrow::compute::cast(
+                    &column,
+                    field.data_type(),
+                )?)
+            })
             .collect::<Result<Vec<ArrayRef>>>()?;
         let updated = not_null(log, RecordBatch::try_new(log.schema(), columns)?)?;
         let (existing, updated) = match &self.condition {

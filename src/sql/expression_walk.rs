@@ -18,9 +18,25 @@ pub fn rewrite_every_expression(
     plan: LogicalPlan,
     rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
 ) -> Result<LogicalPlan> {
+    rewrite_expressions_except(plan, |_| false, rewrite)
+}
+
+/// Like `rewrite_every_expression`, leaving the nodes `skip` picks as
+/// they are.
+pub fn rewrite_expressions_except(
+    plan: LogicalPlan,
+    skip: impl Fn(&LogicalPlan) -> bool,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
     let changed = Cell::new(false);
     Ok(plan
         .transform_up_with_subqueries(|plan| {
+            if skip(&plan) {
+                return match changed.get() {
+                    true => Transformed::yes(plan).map_data(LogicalPlan::recompute_schema),
+                    false => Ok(Transformed::no(plan)),
+                };
+            }
             let schema = merge_schema(&plan.inputs());
             let names = NamePreserver::new(&plan);
             let rewritten = plan.map_expressions(|expr| {

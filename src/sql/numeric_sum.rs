@@ -5,11 +5,14 @@
 //! DataFusion coerces arguments, so it is right from SQL planning on (the
 //! result types a client is told at Describe, views, CREATE TABLE AS), and
 //! the column keeps its name (`sum(t.v)`: casts are invisible in names).
-//! Smaller integers keep a bigint sum (Postgres's sum(int4) is bigint);
-//! everything else is DataFusion's `Sum`.
+//! Smaller integers keep a bigint sum (Postgres's sum(int4) is bigint),
+//! through accumulators that widen their input (sql::widened_sum) rather
+//! than a cast that would read as a bigint argument; everything else is
+//! DataFusion's `Sum`.
 
 use std::sync::Arc;
 
+use super::widened_sum::Widened;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::functions_aggregate::sum::Sum;
@@ -61,8 +64,10 @@ impl AggregateUDFImpl for NumericSum {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        if let [DataType::Int64] = arg_types {
-            return Ok(vec![BIGINT_SUM_TYPE]);
+        match arg_types {
+            [DataType::Int64] => return Ok(vec![BIGINT_SUM_TYPE]),
+            [small] if is_small_integer(small) => return Ok(vec![small.clone()]),
+            _ => {}
         }
         let fields: Vec<FieldRef> = arg_types
             .iter()
@@ -75,11 +80,18 @@ impl AggregateUDFImpl for NumericSum {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.sum.return_type(arg_types)
+        match arg_types {
+            [small] if is_small_integer(small) => Ok(DataType::Int64),
+            _ => self.sum.return_type(arg_types),
+        }
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        self.sum.accumulator(args)
+        let accumulator = self.sum.accumulator(args.clone())?;
+        Ok(match sums_small_integers(&args) {
+            true => Box::new(Widened(accumulator)),
+            false => accumulator,
+        })
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -94,11 +106,19 @@ impl AggregateUDFImpl for NumericSum {
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
-        self.sum.create_groups_accumulator(args)
+        let accumulator = self.sum.create_groups_accumulator(args.clone())?;
+        Ok(match sums_small_integers(&args) {
+            true => Box::new(Widened(accumulator)),
+            false => accumulator,
+        })
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        self.sum.create_sliding_accumulator(args)
+        let accumulator = self.sum.create_sliding_accumulator(args.clone())?;
+        Ok(match sums_small_integers(&args) {
+            true => Box::new(Widened(accumulator)),
+            false => accumulator,
+        })
     }
 
     fn reverse_expr(&self) -> ReversedUDAF {
@@ -126,6 +146,24 @@ impl AggregateUDFImpl for NumericSum {
     }
 }
 
+fn is_small_integer(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+    )
+}
+
+fn sums_small_integers(args: &AccumulatorArgs) -> bool {
+    args.expr_fields
+        .first()
+        .is_some_and(|field| is_small_integer(field.data_type()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,8 +180,6 @@ mod tests {
     fn other_sums_are_datafusions() {
         let sum = NumericSum::new();
         for (argument, result) in [
-            (DataType::Int32, DataType::Int64),
-            (DataType::Int16, DataType::Int64),
             (DataType::Float32, DataType::Float64),
             (DataType::Decimal128(10, 2), DataType::Decimal128(20, 2)),
         ] {
@@ -151,5 +187,18 @@ mod tests {
             assert_eq!(sum.return_type(&coerced).unwrap(), result);
         }
         assert!(sum.coerce_types(&[DataType::Utf8]).is_err());
+    }
+
+    /// Not cast to bigint: computed again, the cast would read as a bigint
+    /// argument and the sum as numeric.
+    #[test]
+    fn a_smaller_integer_is_summed_as_it_is() {
+        let sum = NumericSum::new();
+        for argument in [DataType::Int32, DataType::Int16] {
+            let coerced = sum.coerce_types(std::slice::from_ref(&argument)).unwrap();
+            assert_eq!(coerced, vec![argument.clone()]);
+            assert_eq!(sum.coerce_types(&coerced).unwrap(), coerced);
+            assert_eq!(sum.return_type(&coerced).unwrap(), DataType::Int64);
+        }
     }
 }

@@ -7,6 +7,8 @@
 //!   `PG_TYPE_METADATA`; the cast's input becomes `array_to_string(v, ' ')`;
 //! - an array: Postgres prints an array literal (`{a,"b c"}`), DataFusion
 //!   `[a, b c]`; the input becomes `array_literal(a)`;
+//! - a double or real: Postgres prints the shortest text that reads back
+//!   (`0`, `1e+20`), Arrow `0.0`; the input becomes `float_text(x)`;
 //! - a tagged catalog column (`pg_type.typinput`, a `regproc`): DataFusion
 //!   keeps the input's metadata through a cast, so `typinput::text` was
 //!   still sent as a regproc; every text cast gets a field of its own,
@@ -72,6 +74,7 @@ fn text_cast(input: Expr, field: FieldRef, schema: &DFSchema) -> (Transformed<Ex
     let input = match input.get_type(schema) {
         Ok(DataType::List(_)) if is_vector(&input, schema) => joined(input),
         Ok(list) if postgres_text::renders_array(&list) => array_literal(input),
+        Ok(DataType::Float32 | DataType::Float64) => float_text(input),
         _ => input,
     };
     (Transformed::yes(input), untagged)
@@ -105,6 +108,16 @@ fn array_literal(array: Expr) -> Expr {
             .ok_or_else(|| DataFusionError::Internal("array_literal takes an array".to_string()))
     });
     Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(function), vec![array]))
+}
+
+/// A double as Postgres prints it (`0`, `1e+20`; Arrow's cast gives `0.0`
+/// and `100000000000000000000.0`).
+fn float_text(value: Expr) -> Expr {
+    let function = text_function("float_text", |values| {
+        postgres_text::column_text(values)
+            .ok_or_else(|| DataFusionError::Internal("float_text takes a double".to_string()))
+    });
+    Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(function), vec![value]))
 }
 
 fn joined(vector: Expr) -> Expr {

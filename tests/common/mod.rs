@@ -2,6 +2,7 @@
 //! data directory, and clients for it.
 #![allow(dead_code)]
 
+pub mod postgres;
 pub mod update_model;
 
 use std::io::{BufRead, BufReader};

@@ -80,6 +80,8 @@ fn text_argument(args: &[Expr], index: usize) -> Result<String> {
 fn integer_argument(args: &[Expr], index: usize) -> Result<i64> {
     match args.get(index) {
         Some(Expr::Literal(ScalarValue::Int64(Some(value)), _)) => Ok(*value),
+        // An integer literal is typed integer when it fits (sql::literal_types).
+        Some(Expr::Literal(ScalarValue::Int32(Some(value)), _)) => Ok(i64::from(*value)),
         _ => Err(external(WeirError::internal(
             "malformed window function call",
         ))),

@@ -115,6 +115,7 @@ fn constant_nanoseconds(value: &ColumnarValue) -> Result<Option<i64>> {
     };
     Ok(match scalar {
         ScalarValue::Int64(value) => *value,
+        ScalarValue::Int32(value) => value.map(i64::from),
         timestamp if matches!(timestamp.data_type(), DataType::Timestamp(_, _)) => {
             let times = nanoseconds(&timestamp.to_array()?).map_err(external)?;
             times.is_valid(0).then(|| times.value(0))

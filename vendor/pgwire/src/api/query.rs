@@ -202,6 +202,15 @@ pub trait ExtendedQueryHandler: Send + Sync {
             .clone()
             .unwrap_or_else(|| DEFAULT_NAME.to_owned());
 
+        // weir's change: a named statement is not replaced, as in Postgres
+        // (42P05); only the unnamed one is.
+        if name != DEFAULT_NAME && client.portal_store().get_statement(&name).is_some() {
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "ERROR".to_owned(),
+                "42P05".to_owned(),
+                format!("prepared statement \"{name}\" already exists"),
+            ))));
+        }
         let parser = self.query_parser();
         match StoredStatement::parse(client, &message, parser).await? {
             Some(stmt) => client.portal_store().put_statement(Arc::new(stmt)),
@@ -293,7 +302,9 @@ pub trait ExtendedQueryHandler: Send + Sync {
         client.set_state(super::PgWireConnectionState::QueryInProgress);
 
         let portal_name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
-        let max_rows = message.max_rows as usize;
+        // weir's change: a negative max_rows means all rows, as in Postgres
+        // (cast as usize it asked for a Vec of ~2^64 rows and panicked).
+        let max_rows = usize::try_from(message.max_rows).unwrap_or(0);
 
         let portal = match client.portal_store().get_portal(portal_name) {
             Some(Entry::Value(portal)) => portal,

@@ -1,0 +1,123 @@
+//! Intervals compared as Postgres compares them: on one line of time, a
+//! month as 30 days and a day as 24 hours, so `INTERVAL '24 hours' =
+//! INTERVAL '1 day'` and `'1 mon' > '29 days'`. Arrow compares the month,
+//! day and nanosecond fields in turn. A comparison of two intervals becomes
+//! a comparison of `interval_span(a)` and `interval_span(b)`, their
+//! nanoseconds on that line as a numeric (wide enough for any interval).
+//! GROUP BY, DISTINCT and joins over intervals still group field by field.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, Decimal128Builder};
+use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNanoType};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::Transformed;
+use datafusion::common::{DFSchema, DataFusionError, Result};
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator};
+use datafusion::optimizer::AnalyzerRule;
+
+use super::expression_walk::rewrite_every_expression;
+use super::text_function::array_function;
+
+const NANOSECONDS_PER_DAY: i128 = 86_400_000_000_000;
+const SPAN_TYPE: DataType = DataType::Decimal128(38, 0);
+
+#[derive(Debug, Default)]
+pub struct IntervalOrderRule;
+
+impl AnalyzerRule for IntervalOrderRule {
+    fn name(&self) -> &str {
+        "weir_interval_order"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        rewrite_every_expression(plan, rewrite)
+    }
+}
+
+fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
+        return Ok(Transformed::no(expr));
+    };
+    let is_interval =
+        |operand: &Expr| matches!(operand.get_type(schema), Ok(DataType::Interval(_)));
+    if !is_comparison(op) || !is_interval(&left) || !is_interval(&right) {
+        return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr::new(
+            left, op, right,
+        ))));
+    }
+    let span = |operand: Box<Expr>| {
+        let function = array_function("interval_span", SPAN_TYPE, spans);
+        Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
+            Arc::new(function),
+            vec![*operand],
+        )))
+    };
+    Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+        span(left),
+        op,
+        span(right),
+    ))))
+}
+
+fn is_comparison(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+            | Operator::IsDistinctFrom
+            | Operator::IsNotDistinctFrom
+    )
+}
+
+/// Each interval's nanoseconds, a month as 30 days.
+fn spans(values: &ArrayRef) -> Result<ArrayRef> {
+    let cast = datafusion::arrow::compute::cast(
+        values,
+        &DataType::Interval(datafusion::arrow::datatypes::IntervalUnit::MonthDayNano),
+    )?;
+    let intervals = cast
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::IntervalMonthDayNanoArray>()
+        .ok_or_else(|| DataFusionError::Internal("interval_span takes an interval".to_string()))?;
+    let mut builder = Decimal128Builder::with_capacity(intervals.len());
+    for row in 0..intervals.len() {
+        if intervals.is_null(row) {
+            builder.append_null();
+            continue;
+        }
+        let (months, days, nanoseconds) = IntervalMonthDayNanoType::to_parts(intervals.value(row));
+        let days = i128::from(months) * 30 + i128::from(days);
+        builder.append_value(days * NANOSECONDS_PER_DAY + i128::from(nanoseconds));
+    }
+    Ok(Arc::new(builder.finish().with_data_type(SPAN_TYPE)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{AsArray, IntervalMonthDayNanoArray};
+    use datafusion::arrow::datatypes::{Decimal128Type, IntervalMonthDayNano};
+
+    #[test]
+    fn a_day_is_24_hours_and_a_month_30_days() {
+        let hour = 3_600_000_000_000;
+        let intervals: ArrayRef = Arc::new(IntervalMonthDayNanoArray::from(vec![
+            Some(IntervalMonthDayNano::new(0, 1, 0)),
+            Some(IntervalMonthDayNano::new(0, 0, 24 * hour)),
+            Some(IntervalMonthDayNano::new(1, 0, 0)),
+            Some(IntervalMonthDayNano::new(0, 30, 0)),
+            None,
+        ]));
+        let spans = spans(&intervals).unwrap();
+        let spans = spans.as_primitive::<Decimal128Type>();
+        assert_eq!(spans.value(0), spans.value(1));
+        assert_eq!(spans.value(2), spans.value(3));
+        assert!(spans.is_null(4));
+    }
+}
