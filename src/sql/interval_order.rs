@@ -5,11 +5,13 @@
 //! a comparison of `interval_span(a)` and `interval_span(b)`, their
 //! nanoseconds on that line as a numeric (wide enough for any interval).
 //! GROUP BY, DISTINCT and joins over intervals still group field by field.
+//! Also here, the other place Arrow's interval arithmetic differs:
+//! `date ± interval` is a timestamp, as in Postgres.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Decimal128Builder};
-use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNanoType};
+use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNanoType, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, DataFusionError, Result};
@@ -42,6 +44,16 @@ fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     };
     let is_interval =
         |operand: &Expr| matches!(operand.get_type(schema), Ok(DataType::Interval(_)));
+    // `date ± interval` is a timestamp in Postgres (Arrow keeps a date and
+    // drops the time: `DATE '2024-01-01' + INTERVAL '1 hour'` was the day).
+    let is_date = |operand: &Expr| matches!(operand.get_type(schema), Ok(DataType::Date32));
+    if matches!(op, Operator::Plus | Operator::Minus) && is_date(&left) && is_interval(&right) {
+        let timestamp = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let left = Box::new(left.cast_to(&timestamp, schema)?);
+        return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+            left, op, right,
+        ))));
+    }
     if !is_comparison(op) || !is_interval(&left) || !is_interval(&right) {
         return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr::new(
             left, op, right,
