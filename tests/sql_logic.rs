@@ -145,13 +145,7 @@ fn render_binary(row: &tokio_postgres::Row, index: usize, column_type: &Type) ->
         Type::FLOAT8 => cell(row.get::<_, Option<f64>>(index)),
         // Unconstrained NUMERIC travels with scale 10 in binary; its text
         // form drops the trailing zeros (server::text_format), and so here.
-        Type::NUMERIC => cell(
-            row.get::<_, Option<rust_decimal::Decimal>>(index)
-                .map(|value| match value.scale() {
-                    10 => value.normalize(),
-                    _ => value,
-                }),
-        ),
+        Type::NUMERIC => cell(row.get::<_, Option<Numeric>>(index)),
         Type::DATE => cell(row.get::<_, Option<chrono::NaiveDate>>(index)),
         Type::TIMESTAMP => row
             .get::<_, Option<chrono::NaiveDateTime>>(index)
@@ -183,6 +177,60 @@ fn vector<T: ToString>(elements: Option<Vec<T>>) -> String {
         let texts: Vec<String> = elements.iter().map(T::to_string).collect();
         texts.join(" ")
     })
+}
+
+/// A NUMERIC in the binary format, decoded exactly (rust_decimal holds 28
+/// digits; a numeric(38, 10) can have more). Unconstrained NUMERIC
+/// travels with scale 10 in binary; its text form drops the trailing zeros
+/// (server::text_format), and so here.
+struct Numeric(String);
+
+impl<'a> tokio_postgres::types::FromSql<'a> for Numeric {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let field = |at: usize| i16::from_be_bytes([raw[at], raw[at + 1]]);
+        let (count, weight, sign, scale) = (field(0), field(2), field(4) as u16, field(6) as usize);
+        let groups: Vec<i16> = (0..count as usize)
+            .map(|index| field(8 + 2 * index))
+            .collect();
+        let group = |position: i32| -> i16 {
+            let index = weight as i32 - position;
+            usize::try_from(index)
+                .ok()
+                .and_then(|index| groups.get(index))
+                .copied()
+                .unwrap_or(0)
+        };
+        let whole: String = (0..=weight.max(0) as i32)
+            .rev()
+            .map(|position| format!("{:04}", group(position)))
+            .collect();
+        let whole = whole.trim_start_matches('0');
+        let fraction: String = (1..=scale.div_ceil(4) as i32)
+            .map(|position| format!("{:04}", group(-position)))
+            .collect();
+        let mut text = format!(
+            "{}{}",
+            if sign == 0x4000 { "-" } else { "" },
+            if whole.is_empty() { "0" } else { whole }
+        );
+        if scale > 0 {
+            text = format!("{text}.{}", &fraction[..scale]);
+        }
+        if scale == 10 {
+            text = text.trim_end_matches('0').trim_end_matches('.').to_string();
+        }
+        Ok(Numeric(text))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+}
+
+impl std::fmt::Display for Numeric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Postgres prints fractions of a second without trailing zeros.

@@ -210,3 +210,35 @@ fn spawn_connection(
         tracing::debug!(%peer, "connection closed");
     });
 }
+
+#[cfg(test)]
+mod numeric_encoding_tests {
+    //! arrow-pg's NUMERIC encoder as weir changed it (vendor/README.md);
+    //! here because vendored crates' own tests do not run in CI.
+    use arrow_pg::numeric::PgNumeric;
+    use bytes::BytesMut;
+
+    fn binary(value: i128, scale: i8) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        PgNumeric::new(value, scale).write_binary(&mut out);
+        out.to_vec()
+    }
+
+    #[test]
+    fn as_postgres_sends_them() {
+        // Postgres: 0.2 is 0001 ffff 0000 0001 07d0.
+        assert_eq!(binary(2, 1), vec![0, 1, 0xff, 0xff, 0, 0, 0, 1, 0x07, 0xd0]);
+        // 1000 at scale 0: one digit 1000, weight 0.
+        assert_eq!(binary(1000, 0), vec![0, 1, 0, 0, 0, 0, 0, 0, 0x03, 0xe8]);
+        // -103.14159: digits 0103 1415 9000, weight 0, negative, scale 5.
+        assert_eq!(
+            binary(-10314159, 5),
+            vec![0, 3, 0, 0, 0x40, 0, 0, 5, 0, 0x67, 0x05, 0x87, 0x23, 0x28]
+        );
+        // Zero at scale 2: no digits.
+        assert_eq!(binary(0, 2), vec![0, 0, 0, 0, 0, 0, 0, 2]);
+        // A 33-digit value rust_decimal could not hold.
+        let big = 123456789012345678901230000000000i128;
+        assert_eq!(binary(big, 10)[..8], [0, 6, 0, 5, 0, 0, 0, 10]);
+    }
+}

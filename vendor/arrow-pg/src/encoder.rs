@@ -12,7 +12,7 @@ use chrono::{NaiveDate, NaiveDateTime};
 use datafusion::arrow::{array::*, datatypes::*};
 use pg_interval::Interval as PgInterval;
 use pgwire::api::results::{CopyEncoder, DataRowEncoder, FieldFormat, FieldInfo};
-use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::CopyData;
 use pgwire::messages::data::DataRow;
 use pgwire::types::ToSqlText;
@@ -395,44 +395,6 @@ fn get_time64_nanosecond_value(arr: &Arc<dyn Array>, idx: usize) -> Option<Naive
         .value_as_time(idx)
 }
 
-fn get_numeric_128_value(
-    arr: &Arc<dyn Array>,
-    idx: usize,
-    scale: u32,
-) -> PgWireResult<Option<Decimal>> {
-    if arr.is_null(idx) {
-        return Ok(None);
-    }
-
-    let array = arr.as_any().downcast_ref::<Decimal128Array>().unwrap();
-    let value = array.value(idx);
-    Decimal::try_from_i128_with_scale(value, scale)
-        .map_err(|e| {
-            let error_code = match e {
-                rust_decimal::Error::ExceedsMaximumPossibleValue => {
-                    "22003" // numeric_value_out_of_range
-                }
-                rust_decimal::Error::LessThanMinimumPossibleValue => {
-                    "22003" // numeric_value_out_of_range
-                }
-                rust_decimal::Error::ScaleExceedsMaximumPrecision(scale) => {
-                    return PgWireError::UserError(Box::new(ErrorInfo::new(
-                        "ERROR".to_string(),
-                        "22003".to_string(),
-                        format!("Scale {scale} exceeds maximum precision for numeric type"),
-                    )));
-                }
-                _ => "22003", // generic numeric_value_out_of_range
-            };
-            PgWireError::UserError(Box::new(ErrorInfo::new(
-                "ERROR".to_string(),
-                error_code.to_string(),
-                format!("Numeric value conversion failed: {e}"),
-            )))
-        })
-        .map(Some)
-}
-
 pub fn encode_value<T: Encoder>(
     encoder: &mut T,
     arr: &Arc<dyn Array>,
@@ -511,8 +473,14 @@ pub fn encode_value<T: Encoder>(
         DataType::UInt64 => encoder.encode_field(&get_u64_as_decimal_value(arr, idx), pg_field)?,
         DataType::Float32 => encoder.encode_field(&get_f32_value(arr, idx), pg_field)?,
         DataType::Float64 => encoder.encode_field(&get_f64_value(arr, idx), pg_field)?,
+        // weir's change: every Decimal128 value, not only rust_decimal's 28
+        // digits (crate::numeric).
         DataType::Decimal128(_, s) => {
-            encoder.encode_field(&get_numeric_128_value(arr, idx, *s as u32)?, pg_field)?
+            let value = (!arr.is_null(idx)).then(|| {
+                let array = arr.as_any().downcast_ref::<Decimal128Array>().unwrap();
+                crate::numeric::PgNumeric::new(array.value(idx), *s)
+            });
+            encoder.encode_field(&value, pg_field)?
         }
         DataType::Utf8 => encoder.encode_field(&get_utf8_value(arr, idx), pg_field)?,
         DataType::Utf8View => encoder.encode_field(&get_utf8_view_value(arr, idx), pg_field)?,

@@ -9,6 +9,7 @@ mod error;
 #[cfg(feature = "postgis")]
 pub mod geo_encoder;
 pub mod list_encoder;
+pub mod numeric;
 pub mod row_encoder;
 pub mod struct_encoder;
 
