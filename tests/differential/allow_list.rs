@@ -19,7 +19,14 @@ pub struct Entry {
 pub fn load() -> Vec<Entry> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/postgres-differences.md");
     let text = std::fs::read_to_string(path).expect("read docs/postgres-differences.md");
-    text.lines().filter_map(entry).collect()
+    // The rows of the table under the "Statement matches" header, up to
+    // the first line that is not a row (other tables on the page are not
+    // the list).
+    text.lines()
+        .skip_while(|line| !line.starts_with("| Statement matches"))
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(entry)
+        .collect()
 }
 
 /// A table row `| \`pattern\` | kind | reason |`.
