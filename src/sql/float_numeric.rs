@@ -3,18 +3,14 @@
 //! `ARRAY[x::float8, 20.0]`, `x::float8 = 0.3`): DataFusion unifies them
 //! as `Decimal128(30, 15)`, which rounds the double to 15 places (so
 //! `0.1::float8 + 0.2::float8 = 0.3` was true) and prints `1.500000000000000`.
-//! An analyzer rule before type coercion casts the numeric operands of
-//! such an expression to double precision.
+//! Where SQL becomes a plan (before type coercion), the numeric operands of
+//! such an expression are cast to double precision.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::{Case, InList};
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan};
-use datafusion::optimizer::AnalyzerRule;
-
-use super::expression_walk::rewrite_every_expression;
+use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable};
 
 /// Functions whose arguments are unified into one type.
 const UNIFYING_FUNCTIONS: [&str; 6] = [
@@ -26,20 +22,8 @@ const UNIFYING_FUNCTIONS: [&str; 6] = [
     "nvl",
 ];
 
-#[derive(Debug, Default)]
-pub struct FloatNumericRule;
-
-impl AnalyzerRule for FloatNumericRule {
-    fn name(&self) -> &str {
-        "weir_float_numeric"
-    }
-
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_every_expression(plan, rewrite)
-    }
-}
-
-fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+/// One expression rewritten (`literal_types::postgres_types` walks the plan).
+pub fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let mut operands = [*left, *right];

@@ -12,33 +12,18 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Decimal128Builder};
 use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNanoType, TimeUnit};
-use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, DataFusionError, Result};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator};
-use datafusion::optimizer::AnalyzerRule;
+use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Operator};
 
-use super::expression_walk::rewrite_every_expression;
 use super::text_function::array_function;
 
 const NANOSECONDS_PER_DAY: i128 = 86_400_000_000_000;
 const SPAN_TYPE: DataType = DataType::Decimal128(38, 0);
 
-#[derive(Debug, Default)]
-pub struct IntervalOrderRule;
-
-impl AnalyzerRule for IntervalOrderRule {
-    fn name(&self) -> &str {
-        "weir_interval_order"
-    }
-
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_every_expression(plan, rewrite)
-    }
-}
-
-fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+/// One expression rewritten (`literal_types::postgres_types` walks the plan).
+pub fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
         return Ok(Transformed::no(expr));
     };
@@ -59,12 +44,10 @@ fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             left, op, right,
         ))));
     }
+    let function = Arc::new(array_function("interval_span", SPAN_TYPE, spans));
     let span = |operand: Box<Expr>| {
-        let function = array_function("interval_span", SPAN_TYPE, spans);
-        Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
-            Arc::new(function),
-            vec![*operand],
-        )))
+        let call = ScalarFunction::new_udf(function.clone(), vec![*operand]);
+        Box::new(Expr::ScalarFunction(call))
     };
     Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
         span(left),

@@ -40,9 +40,17 @@ pub fn postgres_types(plan: LogicalPlan, config: &ConfigOptions) -> Result<Logic
     let skip = |plan: &LogicalPlan| matches!(plan, LogicalPlan::Limit(_) | LogicalPlan::Values(_));
     let plan = rewrite_expressions_except(plan, skip, |expr, _| Ok(retyped(expr)))?;
     let plan = conform_dml(plan)?;
-    let plan = super::float_numeric::FloatNumericRule.analyze(plan, config)?;
-    let plan = super::numeric_division::NumericDivisionRule.analyze(plan, config)?;
-    super::interval_order::IntervalOrderRule.analyze(plan, config)
+    // One walk for the three rewrites, in this order: a numeric beside a
+    // double becomes a double before division picks a numeric scale.
+    rewrite_expressions_except(
+        plan,
+        |_| false,
+        |expr, schema| {
+            super::float_numeric::rewrite(expr, schema)?
+                .transform_data(|expr| super::numeric_division::rewrite(expr, schema))?
+                .transform_data(|expr| super::interval_order::rewrite(expr, schema))
+        },
+    )
 }
 
 /// A DML node's input projection with each value cast to its column's

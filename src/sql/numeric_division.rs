@@ -8,33 +8,17 @@
 //! type must be fixed before any value is seen, so here it is 16 places.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result};
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator};
-use datafusion::optimizer::AnalyzerRule;
-
-use super::expression_walk::rewrite_every_expression;
+use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Operator};
 
 /// The fewest places after the point a numeric quotient has.
 const QUOTIENT_SCALE: i8 = 16;
 /// What DataFusion adds to the dividend's scale for the quotient's.
 const DIVISION_SCALE_INCREMENT: i8 = 4;
 
-#[derive(Debug, Default)]
-pub struct NumericDivisionRule;
-
-impl AnalyzerRule for NumericDivisionRule {
-    fn name(&self) -> &str {
-        "weir_numeric_division"
-    }
-
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_every_expression(plan, rewrite)
-    }
-}
-
-fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+/// One expression rewritten (`literal_types::postgres_types` walks the plan).
+pub fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
         return Ok(Transformed::no(expr));
     };
