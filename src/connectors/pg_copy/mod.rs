@@ -344,6 +344,20 @@ mod tests {
             .unwrap();
         assert_eq!(bytes.value(0), &[0x01, 0xff]);
         assert!(decode("\\\\x0\n", &CopyOptions::new(CopyFormat::Text), &schema).is_err());
+        // The escape format too, as Postgres reads it: `a\\\\b\\101` in the
+        // COPY data is the bytea text `a\\b\101`, the bytes `a`, `\`, `b`, `A`.
+        let escaped = decode(
+            "a\\\\\\\\b\\\\101\n",
+            &CopyOptions::new(CopyFormat::Text),
+            &schema,
+        )
+        .unwrap();
+        let bytes = escaped
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .unwrap();
+        assert_eq!(bytes.value(0), b"a\\bA");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use datafusion::arrow::datatypes::FieldRef;
 
 use super::{cast_column, Record};
 use crate::error::{sqlstate, Result, WeirError};
+use crate::sql::bytea_input::parse_bytea;
 
 /// Postgres array text, `{1,2,NULL}` or `{"a b","c"}`, into a list column.
 pub(super) fn decode_array(
@@ -107,7 +108,8 @@ fn parse_array_literal(text: &str) -> Option<Vec<Option<String>>> {
     }
 }
 
-/// Postgres writes bytea as `\x` followed by hex digits.
+/// bytea text as Postgres reads it (the hex and the escape formats:
+/// `sql::bytea_input`, shared with casts), with the COPY line in an error.
 pub(super) fn decode_bytea(
     strings: &StringArray,
     column: &str,
@@ -116,33 +118,24 @@ pub(super) fn decode_bytea(
     let decoded = strings
         .iter()
         .zip(records)
-        .map(|(value, record)| match value {
-            None => Ok(None),
-            Some(text) => match text.strip_prefix("\\x") {
-                Some(hex) => decode_hex(hex).map(Some).ok_or_else(|| {
-                    WeirError::new(
-                        sqlstate::INVALID_TEXT_REPRESENTATION,
-                        format!(
-                            "invalid hexadecimal bytea for column \"{column}\" (COPY data line {})",
-                            record.line
-                        ),
-                    )
-                }),
-                None => Ok(Some(text.as_bytes().to_vec())),
-            },
+        .map(|(value, record)| {
+            let Some(text) = value else {
+                return Ok(None);
+            };
+            let mut bytes = Vec::new();
+            parse_bytea(text, &mut bytes).map_err(|error| {
+                WeirError::new(
+                    error.code,
+                    format!(
+                        "{} for column \"{column}\" (COPY data line {})",
+                        error.message, record.line
+                    ),
+                )
+            })?;
+            Ok(Some(bytes))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Arc::new(BinaryArray::from_iter(decoded)))
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|index| u8::from_str_radix(hex.get(index..index + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]
