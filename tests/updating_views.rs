@@ -37,6 +37,8 @@ const EMPTIED_AGGREGATES: &[(&str, &str)] = &[
     ),
     ("counts", "SELECT k, COUNT(*) AS n FROM a GROUP BY k"),
     ("everything", "SELECT COUNT(*) AS n, SUM(v) AS s, MIN(v) AS m FROM a"),
+    ("fewer_copies", "SELECT k FROM a EXCEPT ALL SELECT k FROM a WHERE v > 30"),
+    ("shared_copies", "SELECT k FROM a INTERSECT ALL SELECT k FROM a WHERE v >= 30"),
 ];
 
 async fn assert_emptied_views(client: &Client, context: &str) {

@@ -59,8 +59,9 @@ pub struct RelationDefinition {
 /// Editions of weir's SQL whose plans differ in types: 0, before issue 10;
 /// 1, `sum(bigint)` is numeric (it was bigint); 2, literals typed as
 /// Postgres types them (`1` integer, `0.1` numeric; they were bigint and
-/// double) and a double with a numeric a double (issue 49).
-pub const SQL_EDITION: u32 = 2;
+/// double) and a double with a numeric a double (issue 49); 3, EXCEPT ALL
+/// and INTERSECT ALL count copies (they were anti / semi joins).
+pub const SQL_EDITION: u32 = 3;
 
 /// The relation that keeps the records a source's connector rejected.
 pub fn rejected_name(source: &str) -> String {

@@ -345,6 +345,10 @@ impl Engine {
 /// sum, and one from before Postgres's literal types keeps DataFusion's
 /// (sql::literal_types): the types its stored rows and states have.
 pub(super) fn planning_state(mut state: SessionState, edition: u32) -> SessionState {
+    let options = state.config_mut().options_mut();
+    if let Some(planning) = options.extensions.get_mut::<crate::sql::edition::Edition>() {
+        planning.sql_edition = edition;
+    }
     if edition == 0 {
         let _ = state.register_udaf(datafusion::functions_aggregate::sum::sum_udaf());
     }

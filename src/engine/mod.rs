@@ -373,7 +373,8 @@ fn new_context() -> Result<SessionContext> {
         .with_default_catalog_and_schema(DATABASE_NAME, SCHEMA_NAME)
         .with_create_default_catalog_and_schema(true)
         // Ours, in Postgres's shape: engine::information_schema.
-        .with_information_schema(false);
+        .with_information_schema(false)
+        .with_option_extension(sql::edition::Edition::new(crate::catalog::SQL_EDITION));
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
     // TIMESTAMPTZ columns and now() are UTC unless a session sets TimeZone.
     config.options_mut().execution.time_zone = Some("+00:00".to_string());

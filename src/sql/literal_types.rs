@@ -29,7 +29,8 @@ use super::expression_walk::rewrite_expressions_except;
 /// A plan fresh from SQL with its literals typed as Postgres types them,
 /// doubles unified with numerics as doubles (sql::float_numeric),
 /// numeric quotients with 16 places (sql::numeric_division) and intervals
-/// compared on one line of time (sql::interval_order).
+/// compared on one line of time (sql::interval_order); from edition 3,
+/// EXCEPT ALL / INTERSECT ALL counting copies (sql::counted_set_operations).
 /// Only in planning states that read `0.1` as a numeric: a materialized
 /// view created by an earlier edition of weir's SQL (catalog::SQL_EDITION)
 /// is planned as it was, since its stored rows have that plan's types.
@@ -37,6 +38,10 @@ pub fn postgres_types(plan: LogicalPlan, config: &ConfigOptions) -> Result<Logic
     if !config.sql_parser.parse_float_as_decimal {
         return Ok(plan);
     }
+    let plan = match super::edition::of(config) >= 3 {
+        true => super::counted_set_operations::rewrite(plan)?,
+        false => plan,
+    };
     let skip = |plan: &LogicalPlan| matches!(plan, LogicalPlan::Limit(_) | LogicalPlan::Values(_));
     let plan = rewrite_expressions_except(plan, skip, |expr, _| Ok(retyped(expr)))?;
     let plan = conform_dml(plan)?;
