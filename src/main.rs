@@ -59,10 +59,19 @@ struct ServeOptions {
     /// change between restarts.
     #[arg(long, env = "WEIR_PARALLELISM", value_parser = clap::value_parser!(u64).range(1..=64))]
     parallelism: Option<u64>,
-    /// The most client connections served at once; one more is refused
-    /// with 53300 after its startup message, as Postgres does (0: no limit).
+    /// The most client connections logged in at once; one more is refused
+    /// with 53300, as Postgres does (0: no limit). Connections still
+    /// logging in have as many slots again of their own.
     #[arg(long, env = "WEIR_MAX_CONNECTIONS", default_value_t = 100)]
     max_connections: u64,
+    /// How many of --max-connections only superusers may take, so an
+    /// administrator can still log in when clients hold every other slot.
+    #[arg(long, env = "WEIR_SUPERUSER_RESERVED_CONNECTIONS", default_value_t = 3)]
+    superuser_reserved_connections: u64,
+    /// A connection that has not logged in this long after it was accepted
+    /// is closed (Postgres's authentication_timeout).
+    #[arg(long, env = "WEIR_AUTHENTICATION_TIMEOUT_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    authentication_timeout_ms: u64,
     /// The largest Query, Parse or Bind message a client may send (at most
     /// 1GB, Postgres's limit); a larger one ends its connection with 08P01.
     /// Bulk data belongs in COPY, whose messages are not limited by it.
@@ -281,7 +290,10 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     let cache_bytes = options.store_cache_mb.saturating_mul(1024 * 1024);
     let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
     engine.set_memory_limit_bytes(options.memory_limit);
-    engine.connections().set_limit(options.max_connections);
+    engine.connections().set_limits(
+        options.max_connections,
+        options.superuser_reserved_connections,
+    );
     weir::server::limit_statement_messages(options.max_message_size);
     // Started even at 0, so ALTER SYSTEM can turn checkpoints on.
     engine.start_checkpoints(std::time::Duration::from_millis(
@@ -327,6 +339,7 @@ fn security(options: &ServeOptions) -> weir::error::Result<server::Security> {
         trust_everyone: options.insecure_trust_all,
         require_tls: options.require_tls,
         tls,
+        authentication_timeout: std::time::Duration::from_millis(options.authentication_timeout_ms),
     })
 }
 

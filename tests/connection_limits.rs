@@ -1,5 +1,7 @@
 //! Limits on connections that protect the clients already there: past
 //! `--max-connections` a client is refused with 53300 and the others go on;
+//! the last slots are the superusers'; sockets that never log in take no
+//! slot and are closed after `--authentication-timeout-ms`;
 //! a startup packet without a user name is refused with 28000;
 //! out of file descriptors, the accept loop waits instead of spinning (it
 //! took ~97 % of a core and wrote ~1 GB of log lines in 10 s), and serves
@@ -148,4 +150,114 @@ async fn a_startup_without_a_user_is_refused_with_28000() {
         .simple_query("SELECT 1")
         .await
         .unwrap();
+}
+
+/// Connects as `user`, or returns the SQLSTATE the server refused with.
+async fn connect_as(server: &TestServer, user: &str) -> Result<tokio_postgres::Client, String> {
+    let config = format!(
+        "host=127.0.0.1 port={} user={user} dbname=weir",
+        server.port
+    );
+    match tokio_postgres::connect(&config, tokio_postgres::NoTls).await {
+        Ok((client, connection)) => {
+            tokio::spawn(connection);
+            Ok(client)
+        }
+        Err(error) => Err(error
+            .as_db_error()
+            .map(|error| format!("{} {}", error.code().code(), error.message()))
+            .unwrap_or_else(|| error.to_string())),
+    }
+}
+
+/// The last `--superuser-reserved-connections` slots are the superusers':
+/// an administrator still logs in when applications hold every other one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_slots_are_reserved_for_superusers() {
+    let directory = tempfile::tempdir().unwrap();
+    let arguments = [
+        "--max-connections",
+        "4",
+        "--superuser-reserved-connections",
+        "2",
+    ];
+    let server = TestServer::start_with(&directory.path().join("data"), &arguments);
+    let admin = server.connect().await;
+    admin.batch_execute("CREATE ROLE app LOGIN").await.unwrap();
+    let _app = connect_as(&server, "app").await.unwrap();
+    let refused = connect_as(&server, "app").await.expect_err("refused");
+    assert!(
+        refused.starts_with("53300 remaining connection slots are reserved"),
+        "{refused}"
+    );
+    let second_admin = connect_as(&server, "weir").await.unwrap();
+    let _third_admin = connect_as(&server, "weir").await.unwrap();
+    let refused = connect_as(&server, "weir").await.expect_err("refused");
+    assert_eq!(refused, "53300 sorry, too many clients already");
+    // A refused login takes no slot; a closed one gives its slot back.
+    drop(second_admin);
+    for attempt in 0.. {
+        match connect_as(&server, "weir").await {
+            Ok(client) => {
+                client.simple_query("SELECT 1").await.unwrap();
+                break;
+            }
+            Err(error) if attempt < 50 => {
+                assert!(error.starts_with("53300"), "{error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("no slot after one closed: {error}"),
+        }
+    }
+    admin.simple_query("SELECT 1").await.unwrap();
+}
+
+/// Sockets that connect and never log in (the 100, here 200 past
+/// a limit of 10) take no logged-in slot: clients and the superuser log
+/// in at once, and the server closes the silent sockets after
+/// `--authentication-timeout-ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_that_never_log_in_lock_nobody_out() {
+    use std::io::Read;
+    let directory = tempfile::tempdir().unwrap();
+    let arguments = [
+        "--max-connections",
+        "10",
+        "--authentication-timeout-ms",
+        "3000",
+    ];
+    let server = TestServer::start_with(&directory.path().join("data"), &arguments);
+    let admin = server.connect().await;
+    admin.batch_execute("CREATE ROLE app LOGIN").await.unwrap();
+    let silent: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let clients: Vec<_> =
+        futures::future::join_all((0..6).map(|_| connect_as(&server, "app"))).await;
+    for client in &clients {
+        client
+            .as_ref()
+            .unwrap()
+            .simple_query("SELECT 1")
+            .await
+            .unwrap();
+    }
+    connect_as(&server, "weir").await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "logging in took {:?} beside the silent sockets",
+        started.elapsed()
+    );
+    // Every silent socket is closed by the server (read gives EOF) within
+    // the timeout and some slack: evicted by newcomers, or timed out.
+    for mut socket in silent {
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut buffer = [0u8; 16];
+        assert_eq!(socket.read(&mut buffer).unwrap(), 0, "the server closed it");
+    }
+    admin.simple_query("SELECT 1").await.unwrap();
 }

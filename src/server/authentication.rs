@@ -22,11 +22,14 @@ use pgwire::api::{
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use tokio::sync::Notify;
 
 use super::cancel::CommitGates;
+use super::waiting_room::Ticket;
 use crate::auth::{
     md5_response_matches, Md5Challenge, PasswordSecret, ScramExchange, ScramFailure,
 };
+use crate::engine::connections::{Counted, Refusal};
 use crate::engine::Engine;
 use crate::error::sqlstate;
 use crate::session::{CommitGate, Session};
@@ -41,6 +44,9 @@ pub struct Security {
     /// Refuse clients that did not negotiate TLS.
     pub require_tls: bool,
     pub tls: Option<pgwire::tokio::TlsAcceptor>,
+    /// A connection that has not logged in by then is closed
+    /// (`--authentication-timeout-ms`).
+    pub authentication_timeout: std::time::Duration,
 }
 
 impl Security {
@@ -73,9 +79,47 @@ pub struct Startup {
     pub(super) gate: Arc<CommitGate>,
     /// Learns who logged in.
     pub(super) session: Arc<Session>,
-    /// The server has all the connections it may have: this one is refused.
-    pub(super) over_limit: bool,
+    pub(super) admission: Admission,
     exchange: Mutex<Exchange>,
+}
+
+/// A connection's place among the server's connections: in the waiting
+/// room (server::waiting_room) from accept until its role logs in, then in
+/// a logged-in slot (engine::connections); `logged_in` tells the
+/// authentication timeout (server::spawn_connection) it need not fire.
+pub struct Admission {
+    ticket: Mutex<Option<Ticket>>,
+    logged_in: Arc<Notify>,
+}
+
+/// Held in the connection's extensions while it is logged in.
+struct LoggedIn(#[allow(dead_code)] Counted);
+
+impl Admission {
+    /// A socket just accepted, with its place in the waiting room.
+    pub(super) fn new(ticket: Ticket, logged_in: Arc<Notify>) -> Self {
+        Admission {
+            ticket: Mutex::new(Some(ticket)),
+            logged_in,
+        }
+    }
+
+    /// Takes a logged-in slot, as Postgres does: the last
+    /// `--superuser-reserved-connections` only for superusers.
+    fn log_in(&self, engine: &Engine, superuser: bool) -> PgWireResult<LoggedIn> {
+        let counted = engine.connections().log_in(superuser).map_err(|refusal| {
+            let message = match refusal {
+                Refusal::TooMany => "sorry, too many clients already",
+                Refusal::ReservedForSuperusers => {
+                    "remaining connection slots are reserved for roles with the SUPERUSER attribute"
+                }
+            };
+            fatal(sqlstate::TOO_MANY_CONNECTIONS, message)
+        })?;
+        self.ticket.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.logged_in.notify_one();
+        Ok(LoggedIn(counted))
+    }
 }
 
 impl Startup {
@@ -84,7 +128,7 @@ impl Startup {
         security: Arc<Security>,
         (connections, gates): (Arc<ConnectionManager>, Arc<CommitGates>),
         session: Arc<Session>,
-        over_limit: bool,
+        admission: Admission,
     ) -> Self {
         Startup {
             engine,
@@ -93,7 +137,7 @@ impl Startup {
             gates,
             gate: session.commit_gate(),
             session,
-            over_limit,
+            admission,
             exchange: Mutex::new(Exchange::NotStarted),
         }
     }
@@ -183,12 +227,6 @@ impl Startup {
     }
 
     fn check_admission<C: ClientInfo>(&self, client: &C) -> PgWireResult<()> {
-        if self.over_limit {
-            return Err(fatal(
-                sqlstate::TOO_MANY_CONNECTIONS,
-                "sorry, too many clients already",
-            ));
-        }
         if self.security.require_tls && !client.is_secure() {
             return Err(fatal_with_hint(
                 sqlstate::INVALID_AUTHORIZATION_SPECIFICATION,
@@ -285,6 +323,13 @@ impl Startup {
                 &format!("role \"{user}\" is not permitted to log in"),
             ));
         }
+        let superuser = self
+            .engine
+            .roles()
+            .get(user)
+            .is_some_and(|role| role.superuser);
+        let logged_in = self.admission.log_in(&self.engine, superuser)?;
+        client.session_extensions().insert(logged_in);
         let (pid, secret_key) = PID_GENERATOR.generate(client);
         client.set_pid_and_secret_key(pid, secret_key.clone());
         let (handle, guard) = self.connections.register(pid, secret_key.clone());

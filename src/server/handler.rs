@@ -29,7 +29,7 @@ use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
-use super::authentication::{Security, Startup};
+use super::authentication::{Admission, Security, Startup};
 use super::cancel::{CancelRequests, CommitGates};
 use super::parameters::bound_values;
 use super::response::{error_info, fields, query_response, tag, to_pgwire};
@@ -52,7 +52,7 @@ impl ConnectionHandlers {
         engine: Arc<Engine>,
         security: Arc<Security>,
         (connections, gates): (Arc<ConnectionManager>, Arc<CommitGates>),
-        over_limit: bool,
+        admission: Admission,
     ) -> Self {
         let session = Arc::new(Session::new(engine.clone()));
         let startup = Startup::new(
@@ -60,7 +60,7 @@ impl ConnectionHandlers {
             security,
             (connections.clone(), gates.clone()),
             session.clone(),
-            over_limit,
+            admission,
         );
         ConnectionHandlers {
             handler: Arc::new(SessionHandler {

@@ -10,6 +10,7 @@ mod response;
 mod simple_query;
 mod text_format;
 mod tls;
+mod waiting_room;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -138,6 +139,7 @@ pub async fn serve(
     let security = Arc::new(security);
     let connections = Arc::new(ConnectionManager::new());
     let gates = Arc::new(cancel::CommitGates::default());
+    let waiting = Arc::new(waiting_room::WaitingRoom::default());
     let mut accept_failures = AcceptFailures::default();
     tokio::pin!(shutdown);
     loop {
@@ -146,7 +148,8 @@ pub async fn serve(
                 Ok((socket, peer)) => {
                     accept_failures.reset();
                     let shared = (connections.clone(), gates.clone());
-                    spawn_connection(engine.clone(), security.clone(), shared, socket, peer)
+                    let server = (engine.clone(), security.clone(), waiting.clone());
+                    spawn_connection(server, shared, socket, peer)
                 }
                 Err(error) => accept_failures.wait_after(&error).await,
             },
@@ -189,8 +192,7 @@ impl AcceptFailures {
 }
 
 fn spawn_connection(
-    engine: Arc<Engine>,
-    security: Arc<Security>,
+    (engine, security, waiting): (Arc<Engine>, Arc<Security>, Arc<waiting_room::WaitingRoom>),
     shared: (Arc<ConnectionManager>, Arc<cancel::CommitGates>),
     socket: tokio::net::TcpStream,
     peer: SocketAddr,
@@ -199,16 +201,43 @@ fn spawn_connection(
     tokio::spawn(async move {
         tracing::debug!(%peer, "connection opened");
         let _open = engine.connections().opened();
-        // Past --max-connections the client is told so after its startup
-        // message (53300), as Postgres does.
-        let over_limit = engine.connections().over_limit();
+        // Waiting until it logs in, when it takes a logged-in slot
+        // (authentication::Admission); evicted if the waiting room fills.
+        let evicted = Arc::new(tokio::sync::Notify::new());
+        let ticket = waiting.enter(engine.connections().limit(), evicted.clone());
+        let logged_in = Arc::new(tokio::sync::Notify::new());
+        let admission = authentication::Admission::new(ticket, logged_in.clone());
         let tls = security.tls.clone();
-        let handlers = ConnectionHandlers::new(engine.clone(), security, shared, over_limit);
-        if let Err(error) = pgwire::tokio::process_socket(socket, tls, handlers).await {
-            tracing::debug!(%peer, %error, "connection ended with an error");
+        let timeout = security.authentication_timeout;
+        let handlers = ConnectionHandlers::new(engine.clone(), security, shared, admission);
+        let serving = pgwire::tokio::process_socket(socket, tls, handlers);
+        tokio::select! {
+            served = serving => if let Err(error) = served {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            },
+            reason = not_logged_in(timeout, &logged_in, &evicted) => {
+                tracing::info!(%peer, "connection closed before it logged in: {reason}");
+            }
         }
         tracing::debug!(%peer, "connection closed");
     });
+}
+
+/// Completes, with the reason, when a connection that has not logged in
+/// must end: `timeout` after it was accepted (Postgres's
+/// authentication_timeout), or when the waiting room evicts it; never once
+/// it has logged in. Dropping the connection then ends it.
+async fn not_logged_in(
+    timeout: Duration,
+    logged_in: &tokio::sync::Notify,
+    evicted: &tokio::sync::Notify,
+) -> &'static str {
+    tokio::select! {
+        biased;
+        () = logged_in.notified() => std::future::pending().await,
+        () = evicted.notified() => "too many connections are waiting to log in; the longest waiting was closed",
+        () = tokio::time::sleep(timeout) => "authentication timed out",
+    }
 }
 
 #[cfg(test)]
