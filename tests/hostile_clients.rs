@@ -344,6 +344,14 @@ fn a_prepared_statement_name_is_not_reused() {
         socket.write_all(&parse(body)).unwrap();
         assert_eq!(read_until_ready(&mut socket).0, expected);
     }
+    // DEALLOCATE ALL (as pgbouncer and psycopg send it) and DISCARD ALL
+    // forget protocol statements too: the name is free again.
+    for reset in [&b"DEALLOCATE ALL\0"[..], &b"DISCARD ALL\0"[..]] {
+        socket.write_all(&frame(b'Q', reset)).unwrap();
+        assert!(read_until_ready(&mut socket).0.is_empty());
+        socket.write_all(&parse(b"s\0SELECT 3\0\0\0")).unwrap();
+        assert!(read_until_ready(&mut socket).0.is_empty());
+    }
 }
 
 /// A statement message past `--max-message-size` ends its connection with

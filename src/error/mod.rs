@@ -53,6 +53,7 @@ pub mod sqlstate {
     /// (as postgres_fdw reports a remote server it cannot reach).
     pub const CANNOT_CONNECT: &str = "08001";
     pub const INVALID_STATEMENT_NAME: &str = "26000";
+    pub const DUPLICATE_PREPARED_STATEMENT: &str = "42P05";
     pub const QUERY_CANCELED: &str = "57014";
     pub const SERIALIZATION_FAILURE: &str = "40001";
     pub const ACTIVE_SQL_TRANSACTION: &str = "25001";

@@ -292,6 +292,7 @@ where
 /// prepares its names again, or to go with the connection.
 fn deallocate<S: PortalStore>(store: &S, name: Option<&str>) -> PgWireResult<()> {
     let Some(name) = name else {
+        store.clear_statements();
         return Ok(());
     };
     if store.get_statement(name).is_none() {

@@ -12,6 +12,7 @@ mod current_user;
 mod insert_template;
 mod insert_values;
 mod modify;
+mod named_statements;
 mod parameters;
 mod planning;
 mod privilege_functions;
@@ -67,6 +68,8 @@ pub struct Session {
     trusted: OnceLock<bool>,
     /// Open subscription cursors (DECLARE … CURSOR FOR SUBSCRIBE).
     cursors: changefeed::Cursors,
+    /// SQL-level PREPAREd statements.
+    named: named_statements::NamedStatements,
 }
 
 /// A statement ready to execute, possibly many times with new parameters.
@@ -169,6 +172,7 @@ impl Session {
             user: OnceLock::new(),
             trusted: OnceLock::new(),
             cursors: changefeed::Cursors::default(),
+            named: Default::default(),
         }
     }
 
@@ -329,6 +333,20 @@ impl Session {
                 });
             }
         };
+        match statement.as_ref() {
+            ast::Statement::Prepare {
+                name,
+                data_types,
+                statement,
+            } => return self.prepare_named(sql, name, data_types, statement).await,
+            ast::Statement::Execute {
+                name: Some(name),
+                parameters,
+                immediate: false,
+                ..
+            } => return self.prepare_execute(sql, &name.to_string(), parameters),
+            _ => {}
+        }
         if let Some(utility) = utility::classify(&statement)? {
             return Ok(Prepared::utility(sql, utility));
         }
@@ -458,6 +476,12 @@ impl Session {
             }
             Action::Utility(Utility::CopyTo { query, options }) => {
                 self.copy_out(query, options).await
+            }
+            Action::Utility(Utility::Prepare { name, statement }) => {
+                self.keep_named(name, statement)
+            }
+            Action::Utility(Utility::Execute { name, values }) => {
+                self.execute_named(name, values).await
             }
             Action::Utility(utility) => self.execute_utility(utility),
             Action::Changefeed(changefeed) => self.execute_changefeed(changefeed).await,
@@ -595,7 +619,9 @@ impl Session {
             | Utility::CopyTo { .. }
             | Utility::Sink(_)
             | Utility::Role(_)
-            | Utility::Privilege(_) => Err(WeirError::internal(
+            | Utility::Privilege(_)
+            | Utility::Prepare { .. }
+            | Utility::Execute { .. } => Err(WeirError::internal(
                 "an asynchronous utility ran synchronously",
             )),
             Utility::Deallocate { name } => {
@@ -604,11 +630,17 @@ impl Session {
                 } else {
                     "DEALLOCATE ALL"
                 };
-                Ok(Outcome::Deallocate(name.clone(), CommandDone::new(tag)))
+                // A SQL-level statement of that name, else the protocol's.
+                match self.named.remove(name.as_deref()) && name.is_some() {
+                    true => Ok(Outcome::Done(CommandDone::new(tag))),
+                    false => Ok(Outcome::Deallocate(name.clone(), CommandDone::new(tag))),
+                }
             }
             Utility::Discard => {
                 *self.settings() = Settings::default();
-                Ok(Outcome::Done(CommandDone::new("DISCARD ALL")))
+                // As DEALLOCATE ALL, too.
+                self.named.remove(None);
+                Ok(Outcome::Deallocate(None, CommandDone::new("DISCARD ALL")))
             }
             Utility::AlterRetention(alter) => {
                 Ok(Outcome::Done(self.engine.alter_retention(alter)?))
@@ -692,9 +724,9 @@ impl Session {
 fn reject_unsupported(statement: &ast::Statement) -> Result<()> {
     let (what, hint) = match statement {
         ast::Statement::Truncate { .. } => ("TRUNCATE", "DROP TABLE and CREATE TABLE again."),
-        ast::Statement::Prepare { .. } | ast::Statement::Execute { .. } => (
-            "SQL-level PREPARE/EXECUTE",
-            "Use your driver's prepared statements (the extended query protocol).",
+        ast::Statement::Execute { .. } => (
+            "EXECUTE IMMEDIATE",
+            "PREPARE the statement, then EXECUTE it by name.",
         ),
         _ => return Ok(()),
     };

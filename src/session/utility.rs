@@ -73,6 +73,16 @@ pub enum Utility {
         name: String,
     },
     Discard,
+    /// `PREPARE name AS statement`: the statement, prepared.
+    Prepare {
+        name: String,
+        statement: super::named_statements::Statement,
+    },
+    /// `EXECUTE name (values)`.
+    Execute {
+        name: String,
+        values: Vec<ast::Expr>,
+    },
     /// `DEALLOCATE [PREPARE] name | ALL`: `name` None is ALL.
     Deallocate {
         name: Option<String>,

@@ -62,6 +62,9 @@ pub trait PortalStore: Any + Send + Sync + 'static {
     /// Retrieve a prepared statement by name.
     fn get_statement(&self, name: &str) -> Option<Entry<StoredStatement<Self::Statement>>>;
 
+    /// Remove every prepared statement (weir's change: DEALLOCATE ALL).
+    fn clear_statements(&self);
+
     /// Store a portal by name.
     fn put_portal(&self, portal: Arc<Portal<Self::Statement>>);
 
@@ -113,6 +116,11 @@ impl<S: Clone + Send + Sync + 'static> PortalStore for MemPortalStore<S> {
     fn get_statement(&self, name: &str) -> Option<Entry<StoredStatement<Self::Statement>>> {
         let guard = self.statements.read().unwrap();
         guard.get(name).cloned()
+    }
+
+    fn clear_statements(&self) {
+        let mut guard = self.statements.write().unwrap();
+        guard.clear();
     }
 
     fn put_portal(&self, portal: Arc<Portal<Self::Statement>>) {
