@@ -279,6 +279,10 @@ impl Relations {
             &table.constraints,
             definition.stream.as_ref(),
             self.committer.clone(),
+            // Tables without a primary key take UPDATE and DELETE since
+            // SQL edition 3; older ones stay append-only, as their views
+            // were planned for.
+            definition.sql_edition >= 3,
         )?);
         let provider = DurableTable::new(log.clone(), table.constraints, table.column_defaults);
         self.register(&definition.name, Arc::new(provider))?;

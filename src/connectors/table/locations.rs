@@ -5,10 +5,17 @@
 //! commit checks those are still the keys' live rows (a concurrent write
 //! may have changed them: 40001, retry).
 //!
-//! Kept in memory (a key and two offsets per row and per update), rebuilt
-//! from the log when the table opens.
+//! A table without a primary key that takes updates (Postgres's default;
+//! SQL edition 3) is *keyless*: a row is known by its offset alone (like
+//! Postgres's ctid), so only the retractions are kept, and UPDATE and
+//! DELETE find the offsets of the rows they matched by their values
+//! (TableLog::replacing).
+//!
+//! Kept in memory (a key and two offsets per row and per update; for a
+//! keyless table two offsets per update), rebuilt from the log when the
+//! table opens.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use datafusion::arrow::array::BooleanArray;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -19,6 +26,7 @@ use super::changes::TableChanges;
 use crate::error::{sqlstate, Result, WeirError};
 
 pub struct RowLocations {
+    /// Empty for a keyless table.
     key_columns: Vec<usize>,
     converter: RowConverter,
     live: HashMap<Vec<u8>, u64>,
@@ -32,6 +40,8 @@ pub struct LocationChanges {
     /// Key → its live row after the group (None: deleted).
     live: HashMap<Vec<u8>, Option<u64>>,
     retracted: Vec<(u64, u64)>,
+    /// A keyless table's rows retracted by the group.
+    taken: HashSet<u64>,
 }
 
 impl RowLocations {
@@ -48,6 +58,20 @@ impl RowLocations {
         })
     }
 
+    /// A keyless table's: rows are known by their offsets.
+    pub fn keyless() -> Result<Self> {
+        Ok(RowLocations {
+            key_columns: Vec::new(),
+            converter: RowConverter::new(Vec::new())?,
+            live: HashMap::new(),
+            retracted: HashMap::new(),
+        })
+    }
+
+    pub fn is_keyless(&self) -> bool {
+        self.key_columns.is_empty()
+    }
+
     fn keys(&self, rows: &RecordBatch) -> Result<Rows> {
         let columns: Vec<_> = self
             .key_columns
@@ -57,8 +81,12 @@ impl RowLocations {
         Ok(self.converter.convert_columns(&columns)?)
     }
 
-    /// Per row of `rows`, the offset of the live row with its key.
+    /// Per row of `rows`, the offset of the live row with its key (None
+    /// for every row of a keyless table).
     pub fn live_offsets(&self, rows: &RecordBatch) -> Result<Vec<Option<u64>>> {
+        if self.is_keyless() {
+            return Ok(vec![None; rows.num_rows()]);
+        }
         let keys = self.keys(rows)?;
         Ok(keys
             .iter()
@@ -74,6 +102,9 @@ impl RowLocations {
         at: u64,
         group: &mut LocationChanges,
     ) -> Result<()> {
+        if self.is_keyless() {
+            return self.place_keyless(changes, at, group);
+        }
         let keys = self.keys(&changes.rows)?;
         for (row, key) in keys.iter().enumerate() {
             let offset = at + row as u64;
@@ -96,6 +127,29 @@ impl RowLocations {
                     ))
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A keyless table's retractions must name rows logged before and
+    /// not retracted yet.
+    fn place_keyless(
+        &self,
+        changes: &TableChanges,
+        at: u64,
+        group: &mut LocationChanges,
+    ) -> Result<()> {
+        for row in 0..changes.num_rows() {
+            let Some(retracted) = changes.retracted(row) else {
+                continue;
+            };
+            let live = retracted < at
+                && !self.retracted.contains_key(&retracted)
+                && group.taken.insert(retracted);
+            if !live {
+                return Err(concurrent_update());
+            }
+            group.retracted.push((retracted, at + row as u64));
         }
         Ok(())
     }
@@ -212,5 +266,34 @@ mod tests {
         let error = commit(&mut locations, update, 4).unwrap_err();
         assert_eq!(error.code, sqlstate::SERIALIZATION_FAILURE);
         assert_eq!(locations.live.len(), 2);
+    }
+
+    #[test]
+    fn a_keyless_table_retracts_each_row_once() {
+        let mut locations = RowLocations::keyless().unwrap();
+        // Two equal rows at 0 and 1.
+        commit(&mut locations, TableChanges::inserts(rows(&[7, 7])), 0).unwrap();
+        let delete_first = TableChanges {
+            rows: rows(&[7]),
+            retracts: Some(UInt64Array::from(vec![Some(0)])),
+        };
+        commit(&mut locations, delete_first.clone(), 2).unwrap();
+        let first = TableChanges::inserts(rows(&[7, 7]));
+        let shown: Vec<_> = locations.visible(&first, 0, 3).iter().flatten().collect();
+        assert_eq!(shown, vec![false, true]);
+        // Offset 0 again, a row not logged yet, and one row twice in a group.
+        for (retracts, at) in [
+            (vec![Some(0)], 3),
+            (vec![Some(9)], 3),
+            (vec![Some(1), Some(1)], 3),
+        ] {
+            let changes = TableChanges {
+                rows: rows(&vec![7; retracts.len()]),
+                retracts: Some(UInt64Array::from(retracts)),
+            };
+            let error = commit(&mut locations, changes, at).unwrap_err();
+            assert_eq!(error.code, sqlstate::SERIALIZATION_FAILURE);
+        }
+        assert_eq!(locations.live_offsets(&rows(&[7])).unwrap(), vec![None]);
     }
 }

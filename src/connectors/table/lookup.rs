@@ -71,19 +71,30 @@ impl TableLog {
     /// the inserts `new`: an UPDATE's or DELETE's changes. Fails if a row
     /// would be changed twice (an UPDATE … FROM matching it twice).
     pub fn replacing(&self, old: &RecordBatch, new: Option<&RecordBatch>) -> Result<TableChanges> {
-        let offsets = self.live_offsets(old)?;
+        let keyless = self
+            .locations
+            .as_ref()
+            .is_some_and(|locations| lock(locations).is_keyless());
+        let offsets = match keyless {
+            true => self.offsets_by_value(old)?,
+            false => self.live_offsets(old)?,
+        };
         let mut seen = HashSet::new();
         let mut retracts = Vec::with_capacity(old.num_rows() + new.map_or(0, |n| n.num_rows()));
         for offset in offsets {
-            let offset = offset.ok_or_else(|| {
-                WeirError::internal("a row read for UPDATE or DELETE is not in the table")
-            })?;
+            // A keyless table has fewer copies of a row than the statement
+            // matched only when it matched one row twice.
+            let offset = match offset {
+                Some(offset) => offset,
+                None if keyless => return Err(changed_twice()),
+                None => {
+                    return Err(WeirError::internal(
+                        "a row read for UPDATE or DELETE is not in the table",
+                    ))
+                }
+            };
             if !seen.insert(offset) {
-                return Err(WeirError::new(
-                    sqlstate::CARDINALITY_VIOLATION,
-                    "a row would be changed a second time by the same statement",
-                )
-                .with_hint("Make the FROM clause match each row of the table at most once."));
+                return Err(changed_twice());
             }
             retracts.push(Some(offset));
         }
@@ -98,6 +109,14 @@ impl TableLog {
             retracts: Some(retracts.into()),
         })
     }
+}
+
+fn changed_twice() -> WeirError {
+    WeirError::new(
+        sqlstate::CARDINALITY_VIOLATION,
+        "a row would be changed a second time by the same statement",
+    )
+    .with_hint("Make the FROM clause match each row of the table at most once.")
 }
 
 fn missing_row(offset: u64) -> WeirError {

@@ -35,6 +35,7 @@ mod entries;
 mod firings;
 mod group_commit;
 mod history;
+mod keyless;
 mod legacy;
 mod locations;
 mod lookup;
@@ -170,6 +171,7 @@ impl TableLog {
         constraints: &Constraints,
         stream: Option<&StreamDefinition>,
         committer: Arc<GroupCommitter>,
+        keyless_updates: bool,
     ) -> Result<Self> {
         let store = committer.store().clone();
         let mut tracker = watermark_tracker(stream, &schema)?;
@@ -197,9 +199,11 @@ impl TableLog {
         let mut unique = UniqueIndex::for_constraints(name, &schema, constraints)?;
         let mut locations = match updatable_key(constraints, stream) {
             Some(columns) => Some(RowLocations::new(&schema, columns)?),
+            None if keyless_updates && !is_append_only(stream) => Some(RowLocations::keyless()?),
             None => None,
         };
-        if !unique.is_empty() {
+        let keyless = locations.as_ref().is_some_and(RowLocations::is_keyless);
+        if !unique.is_empty() || keyless {
             for entry in EntryReader::new(&*store, id, schema.clone(), None, 0, head.rows)? {
                 let entry = entry?;
                 let changes = entry.changes_from(entry.first_row);
@@ -287,8 +291,8 @@ impl TableLog {
             .collect()
     }
 
-    /// Whether the table takes UPDATE, DELETE and ON CONFLICT (a primary
-    /// key, no watermark, not APPEND ONLY).
+    /// Whether the table takes UPDATE and DELETE (no watermark, not APPEND
+    /// ONLY; a primary key, or created by SQL edition 3 or later).
     pub fn accepts_updates(&self) -> bool {
         self.locations.is_some()
     }
@@ -439,14 +443,19 @@ fn updatable_key(
     constraints: &Constraints,
     stream: Option<&StreamDefinition>,
 ) -> Option<Vec<usize>> {
-    let append_only = stream.is_some_and(|stream| stream.watermark.is_some() || stream.append_only);
-    if append_only {
+    if is_append_only(stream) {
         return None;
     }
     constraints.iter().find_map(|constraint| match constraint {
         datafusion::common::Constraint::PrimaryKey(columns) => Some(columns.clone()),
         datafusion::common::Constraint::Unique(_) => None,
     })
+}
+
+/// A table with a watermark (its views would need retractions in
+/// windows) or declared APPEND ONLY takes inserts only.
+fn is_append_only(stream: Option<&StreamDefinition>) -> bool {
+    stream.is_some_and(|stream| stream.watermark.is_some() || stream.append_only)
 }
 
 fn watermark_tracker(

@@ -62,6 +62,7 @@ fn plain(id: u64, store: &Arc<dyn StateStore>) -> Arc<TableLog> {
             &Constraints::default(),
             None,
             GroupCommitter::new(store.clone(), None),
+            false,
         )
         .unwrap(),
     )
@@ -163,6 +164,7 @@ async fn raised_watermarks_are_logged_and_replayed_where_they_happened() {
                 &constraints,
                 Some(&stream),
                 GroupCommitter::new(store.clone(), None),
+                false,
             )
             .unwrap(),
         )
@@ -306,6 +308,7 @@ async fn expired_entries_are_deleted_up_to_the_covered_rows() {
             &Constraints::default(),
             Some(&stream),
             GroupCommitter::new(store.clone(), None),
+            false,
         )
         .unwrap(),
     );
@@ -483,6 +486,7 @@ async fn a_proctime_tables_covered_raises_are_trimmed_to_the_last() {
                 &Constraints::default(),
                 Some(stream),
                 GroupCommitter::new(store.clone(), None),
+                false,
             )
             .unwrap(),
         )
