@@ -94,6 +94,7 @@ impl Planner<'_> {
             order: &function.params.order_by,
             kind,
             limit,
+            offset: 0,
             rank_column: true,
             schema: Arc::new(window.schema.as_arrow().clone()),
         };
@@ -108,30 +109,60 @@ impl Planner<'_> {
         Ok(segment)
     }
 
-    /// `ORDER BY … LIMIT n` (a `Limit` over a `Sort`): the top n rows
-    /// overall, without a rank column.
+    /// `[ORDER BY …] LIMIT n [OFFSET k]` (a `Limit`, over a `Sort` or
+    /// not): the rows ranked k+1 ..= k+n overall, without a rank column.
+    /// Without ORDER BY the rows are ordered by all their columns, so the
+    /// view shows the same rows however they arrived (Postgres shows any
+    /// n rows); without LIMIT every row past the offset is kept.
     pub(super) fn limit(&mut self, limit: &Limit) -> Result<Segment> {
-        let offset_free = matches!(limit.get_skip_type()?, SkipType::Literal(0));
-        let FetchType::Literal(Some(fetch)) = limit.get_fetch_type()? else {
+        let SkipType::Literal(skip) = limit.get_skip_type()? else {
             return Err(limit_refused());
         };
-        let LogicalPlan::Sort(sort) = limit.input.as_ref() else {
-            return Err(limit_refused());
+        let fetch = match limit.get_fetch_type()? {
+            FetchType::Literal(fetch) => fetch,
+            FetchType::UnsupportedExpr => return Err(limit_refused()),
         };
-        if !offset_free || sort.fetch.is_some() {
-            return Err(limit_refused());
-        }
-        let mut segment = self.segment(&sort.input)?;
+        // ORDER BY by a column the SELECT leaves out: a projection over
+        // the sort, applied after the top-N.
+        let (sorted, projection) = match limit.input.as_ref() {
+            LogicalPlan::Projection(projection)
+                if matches!(projection.input.as_ref(), LogicalPlan::Sort(_)) =>
+            {
+                (projection.input.as_ref(), Some(projection))
+            }
+            other => (other, None),
+        };
+        let (input, order) = match sorted {
+            LogicalPlan::Sort(sort) if sort.fetch.is_none() => (&sort.input, sort.expr.clone()),
+            LogicalPlan::Sort(_) => return Err(limit_refused()),
+            _ => (&limit.input, every_column(&limit.input)),
+        };
+        let mut segment = self.segment(input)?;
+        let skip = skip as u64;
         let shape = TopNShape {
-            input: &sort.input,
+            input,
             partition: &[],
-            order: &sort.expr,
+            order: &order,
             kind: RankKind::RowNumber,
-            limit: fetch as u64,
+            limit: fetch.map_or(u64::MAX, |fetch| skip.saturating_add(fetch as u64)),
+            offset: skip,
             rank_column: false,
-            schema: Arc::new(sort.input.schema().as_arrow().clone()),
+            schema: Arc::new(input.schema().as_arrow().clone()),
         };
         self.push_top_n(&mut segment, shape)?;
+        if let Some(projection) = projection {
+            let expressions = projection
+                .expr
+                .iter()
+                .map(|expr| self.physical(expr, input))
+                .collect::<Result<Vec<_>>>()?;
+            segment.nodes.push(StreamNode::Project(ProjectNode {
+                expressions,
+                display: projection.expr.iter().map(shown).collect(),
+                schema: Arc::new(projection.schema.as_arrow().clone()),
+                watermark: None,
+            }));
+        }
         Ok(segment)
     }
 
@@ -146,6 +177,7 @@ impl Planner<'_> {
             order: distinct.sort_expr.as_deref().unwrap_or_default(),
             kind: RankKind::RowNumber,
             limit: 1,
+            offset: 0,
             rank_column: false,
             schema: Arc::new(input.schema().as_arrow().clone()),
         };
@@ -186,7 +218,7 @@ impl Planner<'_> {
         )?;
         let keeps_all = segment.updating;
         let display = format!(
-            "TopN: partition=[{}] order=[{}]{} limit={} state={}",
+            "TopN: partition=[{}] order=[{}]{} {} state={}",
             shape
                 .partition
                 .iter()
@@ -204,9 +236,10 @@ impl Planner<'_> {
             } else {
                 String::new()
             },
-            shape.limit,
+            shown_bounds(shape.limit, shape.offset),
             match (keeps_all, &window) {
                 (true, _) => "unbounded (its input retracts: every row is kept)".to_string(),
+                (false, _) if shape.limit == u64::MAX => "unbounded (no LIMIT)".to_string(),
                 (false, None) => format!("top {} per partition", shape.limit),
                 (false, Some(_)) => format!(
                     "top {} per partition until the watermark passes its window's end{}",
@@ -224,6 +257,7 @@ impl Planner<'_> {
             order,
             kind: shape.kind,
             limit: shape.limit,
+            offset: shape.offset,
             keeps_all,
             rank_column: shape.rank_column,
             schema: shape.schema,
@@ -284,15 +318,39 @@ struct TopNShape<'a> {
     order: &'a [SortExpr],
     kind: RankKind,
     limit: u64,
+    /// Ranks up to this one are kept but not shown (OFFSET).
+    offset: u64,
     rank_column: bool,
     schema: SchemaRef,
 }
 
 fn limit_refused() -> WeirError {
     unsupported(
-        "LIMIT without ORDER BY, with OFFSET, or with a computed count",
-        "Keep the top rows with ORDER BY ... LIMIT n (a constant, no OFFSET); apply OFFSET when querying the view.",
+        "LIMIT or OFFSET with a computed count",
+        "Write the count as a constant: ORDER BY ... LIMIT n OFFSET k.",
     )
+}
+
+/// `limit=n`, with the offset when there is one (n counts the rows shown).
+fn shown_bounds(limit: u64, offset: u64) -> String {
+    let shown = match limit {
+        u64::MAX => "all".to_string(),
+        limit => (limit - offset).to_string(),
+    };
+    match offset {
+        0 => format!("limit={shown}"),
+        offset => format!("limit={shown} offset={offset}"),
+    }
+}
+
+/// Every column of `plan`, ascending: an order for rows LIMIT picks
+/// without an ORDER BY.
+fn every_column(plan: &LogicalPlan) -> Vec<SortExpr> {
+    plan.schema()
+        .columns()
+        .into_iter()
+        .map(|column| SortExpr::new(Expr::Column(column), true, false))
+        .collect()
 }
 
 fn not_top_n() -> WeirError {

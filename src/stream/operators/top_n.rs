@@ -54,6 +54,9 @@ pub struct TopNSpec {
     pub order: Vec<PhysicalSortExpr>,
     pub kind: RankKind,
     pub limit: u64,
+    /// How many of the ranked rows are not shown (`OFFSET`): the rows
+    /// ranked in `offset + 1 ..= limit` are.
+    pub offset: u64,
     /// The input retracts rows: keep every row, not only the ranked ones.
     pub keeps_all: bool,
     /// Whether rows carry their rank (`ORDER BY … LIMIT` and `DISTINCT ON`
@@ -136,6 +139,13 @@ impl TopNOperator {
                 ranked.push((&**row, rank));
             }
         }
+        ranked
+    }
+
+    /// The ranked rows shown: past the offset.
+    fn shown<'a>(&self, partition: &'a Partition) -> Vec<Ranked<'a>> {
+        let mut ranked = self.ranked(partition);
+        ranked.retain(|&(_, rank)| rank > self.spec.offset);
         ranked
     }
 
@@ -269,7 +279,7 @@ impl Operator for TopNOperator {
         for (key, indices) in touched {
             let mut before: Vec<(Box<[u8]>, u64)> = match self.partitions.by_key.get(key) {
                 Some(partition) => self
-                    .ranked(partition)
+                    .shown(partition)
                     .into_iter()
                     .map(|(row, rank)| (row.into(), rank))
                     .collect(),
@@ -284,7 +294,7 @@ impl Operator for TopNOperator {
             }
             self.partitions.touch(key);
             let partition = &self.partitions.by_key[key];
-            let mut after = self.ranked(partition);
+            let mut after = self.shown(partition);
             if !self.spec.rank_column {
                 // A row that only moved within the top rows did not change.
                 before.iter_mut().for_each(|(_, rank)| *rank = 0);
@@ -312,7 +322,7 @@ impl Operator for TopNOperator {
         for key in ends.ended(watermark) {
             if let Some(partition) = self.partitions.take(&key) {
                 if self.spec.emit_on_close {
-                    let ranked = self.ranked(&partition);
+                    let ranked = self.shown(&partition);
                     emitted.extend(ranked.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
                 }
             }
