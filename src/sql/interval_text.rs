@@ -48,7 +48,17 @@ pub fn normalise(text: &str) -> Option<String> {
         .last()
         .is_some_and(|word| word.eq_ignore_ascii_case("ago"));
     let has_time = words.iter().any(|word| time_part(word).is_some());
-    if !ago && !has_time && words.first() != Some(&"@") {
+    // A number without a unit is seconds (`'123'` is 00:02:03); Arrow
+    // read it as months.
+    let amount = |word: &&str| {
+        word.chars()
+            .all(|c| c.is_ascii_digit() || "+-.".contains(c))
+    };
+    let bare_amount = words
+        .iter()
+        .enumerate()
+        .any(|(index, word)| amount(word) && words.get(index + 1).is_none_or(&amount));
+    if !ago && !has_time && !bare_amount && words.first() != Some(&"@") {
         return None;
     }
     let mut parts: Vec<String> = Vec::new();
@@ -136,5 +146,8 @@ mod tests {
         assert_eq!(normalise("1 day ago").as_deref(), Some("-1 day"));
         assert_eq!(normalise("1 day"), None);
         assert_eq!(normalise("5 minutes"), None);
+        assert_eq!(normalise("123").as_deref(), Some("123 seconds"));
+        assert_eq!(normalise("-1.5").as_deref(), Some("-1.5 seconds"));
+        assert_eq!(normalise("1 day 30").as_deref(), Some("1 day 30 seconds"));
     }
 }

@@ -2,7 +2,7 @@
 //! operator's (`a + b`), so results, GROUP BY keys and the columns that
 //! refer to them keep the names DataFusion gave the unchecked expression.
 
-use datafusion::arrow::compute::kernels::numeric::{add, mul, neg, sub};
+use datafusion::arrow::compute::kernels::numeric::{add, div, mul, neg, sub};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
@@ -16,21 +16,25 @@ use datafusion::physical_expr_common::datum::apply;
 
 use crate::error::{sqlstate, WeirError};
 
-/// Integer arithmetic that wraps in DataFusion.
+/// Integer arithmetic that wraps in DataFusion, and float arithmetic
+/// that gives ±Infinity or NaN where Postgres fails (`Divide` is only
+/// floats': integer division by zero already fails).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Arithmetic {
     Add,
     Subtract,
     Multiply,
     Negate,
+    Divide,
 }
 
 impl Arithmetic {
-    pub const ALL: [Arithmetic; 4] = [
+    pub const ALL: [Arithmetic; 5] = [
         Arithmetic::Add,
         Arithmetic::Subtract,
         Arithmetic::Multiply,
         Arithmetic::Negate,
+        Arithmetic::Divide,
     ];
 
     pub fn of_operator(operator: Operator) -> Option<Arithmetic> {
@@ -38,6 +42,7 @@ impl Arithmetic {
             Operator::Plus => Some(Arithmetic::Add),
             Operator::Minus => Some(Arithmetic::Subtract),
             Operator::Multiply => Some(Arithmetic::Multiply),
+            Operator::Divide => Some(Arithmetic::Divide),
             _ => None,
         }
     }
@@ -48,6 +53,7 @@ impl Arithmetic {
             Arithmetic::Add => Some(Operator::Plus),
             Arithmetic::Subtract => Some(Operator::Minus),
             Arithmetic::Multiply => Some(Operator::Multiply),
+            Arithmetic::Divide => Some(Operator::Divide),
             Arithmetic::Negate => None,
         }
     }
@@ -59,6 +65,7 @@ impl Arithmetic {
             Arithmetic::Subtract => "weir_checked_subtract",
             Arithmetic::Multiply => "weir_checked_multiply",
             Arithmetic::Negate => "weir_checked_negate",
+            Arithmetic::Divide => "weir_checked_divide",
         }
     }
 
@@ -135,11 +142,18 @@ impl ScalarUDFImpl for CheckedArithmetic {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let data_type = args.return_field.data_type().clone();
+        if data_type.is_floating() {
+            return match args.args.as_slice() {
+                [left, right] => super::float::checked(self.arithmetic, left, right),
+                _ => exec_err!("{} has the wrong number of arguments", self.name()),
+            };
+        }
         let result = match (self.arithmetic, args.args.as_slice()) {
             (Arithmetic::Negate, [value]) => negate(value),
             (Arithmetic::Add, [left, right]) => apply(left, right, add),
             (Arithmetic::Subtract, [left, right]) => apply(left, right, sub),
             (Arithmetic::Multiply, [left, right]) => apply(left, right, mul),
+            (Arithmetic::Divide, [left, right]) => apply(left, right, div),
             _ => return exec_err!("{} has the wrong number of arguments", self.name()),
         };
         result.map_err(|error| out_of_range(error, &data_type))

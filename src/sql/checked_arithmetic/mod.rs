@@ -1,11 +1,14 @@
 //! Integer arithmetic that fails on overflow, as in Postgres (22003
 //! "bigint out of range"), instead of wrapping as DataFusion's operators
-//! do. An analyzer rule (`rule.rs`) replaces integer `+`, `-`, `*` and
+//! do; float arithmetic that fails where Postgres's does (22003 on
+//! overflow and underflow, 22012 dividing by zero) instead of giving
+//! ±Infinity, 0 or NaN (`float.rs`). An analyzer rule (`rule.rs`) replaces integer `+`, `-`, `*` and
 //! unary minus by checked functions (`function.rs`) after type coercion.
 //! Ad-hoc queries, INSERTs and materialized views all plan through the
 //! analyzer, so all of them get it, and constant folding evaluates the
 //! checked function (an overflow then fails when the statement runs).
 
+mod float;
 mod function;
 mod rule;
 

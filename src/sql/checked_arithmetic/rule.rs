@@ -1,5 +1,5 @@
-//! The analyzer rule that swaps integer `+`, `-`, `*` and unary minus for
-//! the checked functions. It runs after type coercion, when both operands
+//! The analyzer rule that swaps integer `+`, `-`, `*` and unary minus, and
+//! float `+`, `-`, `*` and `/`, for the checked functions. It runs after type coercion, when both operands
 //! have one type, and before the optimizer folds constants (which would
 //! otherwise wrap `9223372036854775807 + 1` at plan time).
 
@@ -50,7 +50,12 @@ impl CheckedArithmeticRule {
             Expr::Negative(_) => Some(Arithmetic::Negate),
             _ => None,
         };
-        let Some(arithmetic) = arithmetic.filter(|_| has_integer_operands(&expr, schema)) else {
+        let checked = |arithmetic: &Arithmetic| match arithmetic {
+            Arithmetic::Divide => has_float_operands(&expr, schema),
+            Arithmetic::Negate => has_integer_operands(&expr, schema),
+            _ => has_integer_operands(&expr, schema) || has_float_operands(&expr, schema),
+        };
+        let Some(arithmetic) = arithmetic.filter(checked) else {
             return Ok(Transformed::no(expr));
         };
         // `functions` follows `Arithmetic::ALL`, the declaration order.
@@ -71,6 +76,18 @@ fn has_integer_operands(expr: &Expr, schema: &DFSchema) -> bool {
             None => false,
         },
         Expr::Negative(value) => integer(value).is_some_and(|t| t.is_signed_integer()),
+        _ => false,
+    }
+}
+
+/// True when both operands of a binary operator are of one float type.
+fn has_float_operands(expr: &Expr, schema: &DFSchema) -> bool {
+    let float = |operand: &Expr| operand_type(operand, schema).filter(DataType::is_floating);
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, right, .. }) => match float(left) {
+            Some(left_type) => float(right) == Some(left_type),
+            None => false,
+        },
         _ => false,
     }
 }
