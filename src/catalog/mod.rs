@@ -60,7 +60,10 @@ pub struct RelationDefinition {
 /// 1, `sum(bigint)` is numeric (it was bigint); 2, literals typed as
 /// Postgres types them (`1` integer, `0.1` numeric; they were bigint and
 /// double) and a double with a numeric a double (issue 49); 3, EXCEPT ALL
-/// and INTERSECT ALL count copies (they were anti / semi joins).
+/// and INTERSECT ALL count copies (they were anti / semi joins), a view's
+/// query gets the Postgres rewrites a query gets (sql::postgres_rewrites:
+/// to_char templates, interval texts, EXISTS as a value, ...), and a table
+/// without a primary key takes UPDATE and DELETE.
 pub const SQL_EDITION: u32 = 3;
 
 /// The relation that keeps the records a source's connector rejected.

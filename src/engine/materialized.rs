@@ -92,7 +92,13 @@ impl Engine {
         state: &SessionState,
         view: &MaterializedView,
     ) -> Result<(String, StreamPlan)> {
-        let ast::Statement::CreateView(create) = &view.statement else {
+        // Postgres's constructs rewritten as in a query, from SQL edition 3
+        // on (sql::postgres_rewrites).
+        let mut statement = view.statement.clone();
+        if crate::sql::edition::of(state.config_options()) >= 3 {
+            crate::sql::postgres_rewrites(&mut statement)?;
+        }
+        let ast::Statement::CreateView(create) = &statement else {
             return Err(WeirError::internal("not a CREATE MATERIALIZED VIEW"));
         };
         let name = view_name(&create.name)?;

@@ -67,7 +67,7 @@ pub mod windows;
 
 pub use materialized::MaterializedView;
 pub use output_names::output_names;
-pub use parser::{parse, Statement};
+pub use parser::{parse, postgres_rewrites, Statement};
 pub use source_ddl::SourceClause;
 pub use stream_ddl::{StreamOptions, WatermarkClause};
 pub use view_options::ViewOptions;

@@ -196,20 +196,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     // Before anything walks the tree recursively.
     super::limits::check_nesting(&statement)?;
     let mut statement = windows::rewrite(statement)?;
-    super::character_lengths::rewrite(&mut statement);
-    // Before naming repeated columns: these two name the items they change.
-    super::special_registers::rewrite(&mut statement);
-    super::exists_value::rewrite(&mut statement);
-    super::array_subquery::rewrite(&mut statement);
-    super::first_row_subquery::rewrite(&mut statement);
-    super::in_list_conditions::rewrite(&mut statement);
-    super::repeated_columns::name_repeated_columns(&mut statement);
-    super::like_escape::rewrite(&mut statement);
-    super::generate_subscripts::rewrite(&mut statement);
-    super::field_access::rewrite(&mut statement);
-    super::date_function::rewrite(&mut statement);
-    super::interval_text::rewrite(&mut statement);
-    super::to_char_pattern::rewrite(&mut statement)?;
+    postgres_rewrites(&mut statement)?;
     Ok(match options {
         Some(options) => Statement::CreateTable {
             statement: Box::new(statement),
@@ -218,6 +205,27 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
         },
         None => Statement::Standard(Box::new(statement)),
     })
+}
+
+/// The Postgres constructs DataFusion plans otherwise, rewritten into ones
+/// it plans as Postgres means them. A query's statement gets them when
+/// parsed; a materialized view's when planned (engine::materialized), from
+/// SQL edition 3 on, as views of earlier editions were planned without.
+pub fn postgres_rewrites(statement: &mut ast::Statement) -> Result<()> {
+    super::character_lengths::rewrite(statement);
+    // Before naming repeated columns: these two name the items they change.
+    super::special_registers::rewrite(statement);
+    super::exists_value::rewrite(statement);
+    super::array_subquery::rewrite(statement);
+    super::first_row_subquery::rewrite(statement);
+    super::in_list_conditions::rewrite(statement);
+    super::repeated_columns::name_repeated_columns(statement);
+    super::like_escape::rewrite(statement);
+    super::generate_subscripts::rewrite(statement);
+    super::field_access::rewrite(statement);
+    super::date_function::rewrite(statement);
+    super::interval_text::rewrite(statement);
+    super::to_char_pattern::rewrite(statement)
 }
 
 pub(super) fn parse_tokens(tokens: Vec<TokenWithSpan>) -> Result<ast::Statement> {

@@ -33,13 +33,27 @@ const PATTERNS: &[(&str, &str)] = &[
     ("Dy", "%a"),
     ("AM", "%p"),
     ("PM", "%p"),
+    // Postgres reads the numeric patterns in lower case too.
+    ("hh24", "%H"),
+    ("hh12", "%I"),
+    ("hh", "%I"),
+    ("mi", "%M"),
+    ("ss", "%S"),
+    ("ms", "%3f"),
+    ("us", "%6f"),
+    ("yyyy", "%Y"),
+    ("yy", "%y"),
+    ("mm", "%m"),
+    ("ddd", "%j"),
+    ("dd", "%d"),
 ];
 
 /// Postgres patterns weir does not translate: refused, not copied as text.
 const UNSUPPORTED: &[&str] = &[
     "MONTH", "Month", "month", "MON", "mon", "DAY", "Day", "day", "DY", "dy", "FM", "TH", "th",
     "TZ", "tz", "OF", "SSSS", "IYYY", "IW", "ID", "WW", "CC", "RM", "rm", "am", "pm", "A.M.",
-    "P.M.", "a.m.", "p.m.", "Y,YYY", "YYY", "Q", "J", "W", "D", "Y", "I",
+    "P.M.", "a.m.", "p.m.", "Y,YYY", "YYY", "Q", "J", "W", "D", "Y", "I", "ssss", "iyyy", "iw",
+    "id", "ww", "cc", "y,yyy", "yyy", "q", "j", "w", "d", "y", "i",
 ];
 
 pub fn rewrite(statement: &mut ast::Statement) -> Result<()> {
@@ -164,12 +178,16 @@ mod tests {
             "%H:%M:%S.%3f at 100%%"
         );
         assert_eq!(translate("YYYY-MM-DDT00").unwrap(), "%Y-%m-%dT00");
+        assert_eq!(
+            translate("yyyy-mm-dd hh24:mi:ss.ms").unwrap(),
+            "%Y-%m-%d %H:%M:%S.%3f"
+        );
     }
 
     #[test]
     fn patterns_it_cannot_print_exactly_are_refused() {
         for template in [
-            "Month DD", "FMDD", "DDTH", "Day", "MON", "YYYY Q", "HH:MI am",
+            "Month DD", "FMDD", "DDTH", "Day", "MON", "YYYY Q", "HH:MI am", "yyyy q", "dd mon",
         ] {
             let error = translate(template).unwrap_err();
             assert_eq!(error.code, sqlstate::FEATURE_NOT_SUPPORTED, "{template}");
