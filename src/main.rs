@@ -236,6 +236,11 @@ fn main() -> std::process::ExitCode {
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Statements are parsed and planned on the runtime's threads
+        // (server::off_the_workers), recursing as deep as a statement nests
+        // (up to sql::limits::MAX_NESTING_DEPTH); tokio's 2 MiB overflowed
+        // near that depth in a debug build and aborted the process.
+        .thread_stack_size(STATEMENT_STACK_BYTES)
         .build()
     {
         Ok(runtime) => runtime,
@@ -258,6 +263,9 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
+
+/// The stack of each runtime thread: a main thread's default.
+const STATEMENT_STACK_BYTES: usize = 8 * 1024 * 1024;
 
 async fn run(command: Command) -> weir::error::Result<()> {
     match command {
