@@ -86,6 +86,16 @@ fn psql_catalog_commands() {
     assert!(databases.contains("weir"), "{databases}");
     let schemas = psql(&server, "\\dn");
     assert!(schemas.contains("public"), "{schemas}");
+    // With sizes, tablespaces, conversions: psql's queries run.
+    let sized = psql(&server, "\\l+");
+    assert!(
+        sized.contains("weir") && (sized.contains(" bytes") || sized.contains(" kB")),
+        "{sized}"
+    );
+    let tablespaces = psql(&server, "\\db");
+    assert!(tablespaces.contains("List of tablespaces"), "{tablespaces}");
+    let conversions = psql(&server, "\\dc");
+    assert!(conversions.contains("List of conversions"), "{conversions}");
     // The roles, with the bootstrap superuser weir owning everything;
     // analyst, trusted on loopback, is not a role.
     let roles = psql_as(&server, "analyst", "\\du");

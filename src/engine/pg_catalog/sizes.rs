@@ -33,7 +33,40 @@ pub fn size_functions(catalog: &Arc<Relations>, names: &OidNames) -> Vec<ScalarU
     .collect();
     functions.push(relation_size("pg_indexes_size", catalog, names, true));
     functions.push(size_pretty());
+    functions.push(database_size(catalog));
     functions
+}
+
+/// `pg_database_size(name)` (psql's `\l+`): what every relation of the
+/// one database takes in the store, as `pg_table_size` counts it.
+fn database_size(catalog: &Arc<Relations>) -> ScalarUDF {
+    let catalog = Arc::downgrade(catalog);
+    create_udf(
+        "pg_database_size",
+        vec![DataType::Utf8],
+        DataType::Int64,
+        Volatility::Volatile,
+        Arc::new(move |arguments: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(arguments)?;
+            let names = cast(&arrays[0], &DataType::Utf8)?;
+            let names = names.as_string::<i32>();
+            let total = match catalog.upgrade() {
+                Some(relations) => relations
+                    .definitions()
+                    .iter()
+                    .map(|definition| stored_bytes(&catalog, &definition.name))
+                    .sum::<datafusion::error::Result<i64>>()?,
+                None => 0,
+            };
+            let sizes: Int64Array = (0..names.len())
+                .map(|row| {
+                    let name = names.is_valid(row).then(|| names.value(row))?;
+                    (name == crate::catalog::DATABASE_NAME).then_some(total)
+                })
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(sizes) as ArrayRef))
+        }),
+    )
 }
 
 fn relation_size(

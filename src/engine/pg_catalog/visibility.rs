@@ -46,17 +46,39 @@ pub fn table_is_visible_function(names: &OidNames) -> ScalarUDF {
 }
 
 /// `pg_collation_is_visible`, `pg_type_is_visible`,
-/// `pg_function_is_visible`: true — weir's collations, types and functions
+/// `pg_function_is_visible` and the conversion / operator class / family
+/// ones (psql's `\dc`, `\dd`): true — weir's collations, types and functions
 /// are all pg_catalog's, which is on every search path.
 pub fn always_visible_functions() -> Vec<ScalarUDF> {
     [
         "pg_collation_is_visible",
         "pg_type_is_visible",
         "pg_function_is_visible",
+        "pg_conversion_is_visible",
+        "pg_opclass_is_visible",
+        "pg_opfamily_is_visible",
     ]
     .into_iter()
     .map(always_visible)
+    .chain([tablespace_location()])
     .collect()
+}
+
+/// `pg_tablespace_location(oid)` (psql's `\db`): '' — Postgres's answer
+/// for its built-in tablespaces, the only ones weir has.
+fn tablespace_location() -> ScalarUDF {
+    create_udf(
+        "pg_tablespace_location",
+        vec![DataType::Int64],
+        DataType::Utf8,
+        Volatility::Stable,
+        Arc::new(|arguments: &[ColumnarValue]| {
+            let rows = ColumnarValue::values_to_arrays(arguments)?[0].len();
+            let locations: ArrayRef =
+                Arc::new(datafusion::arrow::array::StringArray::from(vec![""; rows]));
+            Ok(ColumnarValue::Array(locations))
+        }),
+    )
 }
 
 fn always_visible(name: &str) -> ScalarUDF {
