@@ -92,6 +92,25 @@ impl LimitedOutput {
     }
 }
 
+/// A bigint length with negative values as 0 (other types as they are).
+fn non_negative(length: &ColumnarValue) -> ColumnarValue {
+    use datafusion::arrow::array::{AsArray, Int64Array};
+    use datafusion::arrow::datatypes::Int64Type;
+    use datafusion::common::ScalarValue;
+    match length {
+        ColumnarValue::Scalar(ScalarValue::Int64(Some(value))) => {
+            ColumnarValue::Scalar(ScalarValue::Int64(Some((*value).max(0))))
+        }
+        ColumnarValue::Array(array) if array.data_type() == &DataType::Int64 => {
+            let lengths: Int64Array = array
+                .as_primitive::<Int64Type>()
+                .unary(|value| value.max(0));
+            ColumnarValue::Array(std::sync::Arc::new(lengths))
+        }
+        other => other.clone(),
+    }
+}
+
 fn too_large(name: &str, bytes: u64, rows: usize) -> DataFusionError {
     let rows = if rows == 1 {
         "one row".to_string()
@@ -144,8 +163,16 @@ impl ScalarUDFImpl for LimitedOutput {
         self.inner.inner().is_strict()
     }
 
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DataFusionResult<ColumnarValue> {
+    fn invoke_with_args(&self, mut args: ScalarFunctionArgs) -> DataFusionResult<ColumnarValue> {
         self.check(&args)?;
+        if self.growth == Growth::Pad {
+            // A negative length pads to '' in Postgres; DataFusion's
+            // lpad / rpad with a NULL fill panicked on it (capacity
+            // overflow, found by tests/postgres_differential.rs).
+            if let Some(length) = args.args.get_mut(1) {
+                *length = non_negative(length);
+            }
+        }
         self.inner.invoke_with_args(args)
     }
 
