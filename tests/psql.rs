@@ -46,6 +46,12 @@ fn psql_catalog_commands() {
     );
     let described = psql(&server, "\\d trips_per_city");
     assert!(described.contains("Materialized view"), "{described}");
+    // A view's columns are never NOT NULL (count(*) is, in the plan).
+    let detailed = psql(&server, "\\d+ trips_per_city");
+    assert!(
+        detailed.contains("trips") && !detailed.contains("not null"),
+        "{detailed}"
+    );
 
     let described = psql(&server, "\\d trips");
     for expected in [

@@ -1,7 +1,8 @@
 //! `pg_attribute` with the column types weir sends over the wire (arrow-pg's
 //! mapping, the one result columns use; datafusion-pg-catalog falls back to
 //! `text` for intervals and most arrays), the modifiers of VARCHAR(n),
-//! CHAR(n) and NUMERIC(p, s), and key columns NOT NULL.
+//! CHAR(n) and NUMERIC(p, s), key columns NOT NULL, and view columns
+//! never NOT NULL (as in Postgres).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -84,6 +85,7 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
     let old_not_null = batch.column(not_null_at).as_boolean();
     let by_oid = context.names_by_oid();
     let mut schemas: HashMap<i64, Option<SchemaRef>> = HashMap::new();
+    let mut views: HashMap<i64, bool> = HashMap::new();
     let mut types = Vec::with_capacity(batch.num_rows());
     let mut type_modifiers = Vec::with_capacity(batch.num_rows());
     let modifiers_at = schema.index_of("atttypmod").ok();
@@ -125,7 +127,19 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
         let in_key = keyed
             .zip(name)
             .is_some_and(|(table, name)| table.in_primary_key(name));
-        not_null.push(Some(in_key || old_not_null.value(row)));
+        // A view's columns are never NOT NULL in Postgres (a view has no
+        // constraints), whatever the plan says of them: psql's `\d+`.
+        let view = relation.is_some_and(|relation| {
+            *views.entry(relation).or_insert_with(|| {
+                by_oid
+                    .get(&relation)
+                    .and_then(|name| context.relations.get(name))
+                    .is_some_and(|definition| {
+                        definition.kind != crate::catalog::RelationKind::Table
+                    })
+            })
+        });
+        not_null.push(Some(in_key || (old_not_null.value(row) && !view)));
     }
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     let types: ArrayRef = Arc::new(Int64Array::from(types));
