@@ -151,17 +151,7 @@ impl Planner<'_> {
         };
         self.push_top_n(&mut segment, shape)?;
         if let Some(projection) = projection {
-            let expressions = projection
-                .expr
-                .iter()
-                .map(|expr| self.physical(expr, input))
-                .collect::<Result<Vec<_>>>()?;
-            segment.nodes.push(StreamNode::Project(ProjectNode {
-                expressions,
-                display: projection.expr.iter().map(shown).collect(),
-                schema: Arc::new(projection.schema.as_arrow().clone()),
-                watermark: None,
-            }));
+            self.push_projection(&mut segment, &projection.expr, input, &projection.schema)?;
         }
         Ok(segment)
     }
@@ -182,18 +172,29 @@ impl Planner<'_> {
             schema: Arc::new(input.schema().as_arrow().clone()),
         };
         self.push_top_n(&mut segment, shape)?;
-        let expressions = distinct
-            .select_expr
+        self.push_projection(&mut segment, &distinct.select_expr, input, &distinct.schema)?;
+        Ok(segment)
+    }
+
+    /// The columns selected over a top-N's input, after it.
+    fn push_projection(
+        &self,
+        segment: &mut Segment,
+        exprs: &[Expr],
+        input: &LogicalPlan,
+        schema: &datafusion::common::DFSchemaRef,
+    ) -> Result<()> {
+        let expressions = exprs
             .iter()
             .map(|expr| self.physical(expr, input))
             .collect::<Result<Vec<_>>>()?;
         segment.nodes.push(StreamNode::Project(ProjectNode {
             expressions,
-            display: distinct.select_expr.iter().map(shown).collect(),
-            schema: Arc::new(distinct.schema.as_arrow().clone()),
+            display: exprs.iter().map(shown).collect(),
+            schema: Arc::new(schema.as_arrow().clone()),
             watermark: None,
         }));
-        Ok(segment)
+        Ok(())
     }
 
     fn push_top_n(&self, segment: &mut Segment, shape: TopNShape) -> Result<()> {
