@@ -68,6 +68,7 @@ pub const SQL_EDITION: u32 = 3;
 
 /// The relation that keeps the records a source's connector rejected.
 pub fn rejected_name(source: &str) -> String {
+    // `s.src` keeps its rejected records in `s.src_errors`.
     format!("{source}_errors")
 }
 
@@ -80,6 +81,7 @@ pub const REJECTED_COLUMNS: &str = "record TEXT, reason TEXT, position TEXT";
 
 /// The name of a view's side output relation.
 pub fn side_output_name(view: &str) -> String {
+    // `s.v` keeps its late rows in `s.v_late`, in the same schema.
     format!("{view}_late")
 }
 
@@ -180,6 +182,37 @@ pub struct TableParts {
     pub schema: SchemaRef,
     pub constraints: Constraints,
     pub column_defaults: HashMap<String, Expr>,
+}
+
+/// A schema made with CREATE SCHEMA (`public` and the system schemas are
+/// built in). Its relations are known in the catalog as `schema.name`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaDefinition {
+    pub name: String,
+    /// The role that created it (or the one AUTHORIZATION named).
+    pub owner: String,
+}
+
+/// The catalog key of relation `name` in `schema`: bare in `public` (so
+/// catalogs stored before schemas existed keep their keys), `schema.name`
+/// elsewhere. Schema names never contain a dot, so the first dot of a key
+/// whose prefix is a schema ends the schema.
+pub fn relation_key(schema: &str, name: &str) -> String {
+    if schema == SCHEMA_NAME {
+        name.to_string()
+    } else {
+        format!("{schema}.{name}")
+    }
+}
+
+/// The catalog key a DataFusion reference spells (the database part
+/// dropped). Whether its schema exists is found when the key is looked
+/// up: a key of a schema that does not exist names nothing.
+pub fn reference_key(reference: &datafusion::common::TableReference) -> String {
+    match reference.schema() {
+        Some(schema) => relation_key(schema, reference.table()),
+        None => reference.table().to_string(),
+    }
 }
 
 /// The superuser every database has; `--superuser-password` sets its

@@ -16,8 +16,8 @@ use super::sql_types::create_table_sql;
 use super::Engine;
 use crate::catalog::{
     rejected_name, RelationDefinition, RelationKind, SourceDefinition, StreamDefinition,
-    TableParts, WatermarkDefinition, BLANK_PADDED_METADATA, DATABASE_NAME, MAX_CHARACTERS_METADATA,
-    REJECTED_COLUMNS, REJECTED_CONNECTOR, SCHEMA_NAME,
+    TableParts, WatermarkDefinition, BLANK_PADDED_METADATA, MAX_CHARACTERS_METADATA,
+    REJECTED_COLUMNS, REJECTED_CONNECTOR,
 };
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::StreamOptions;
@@ -94,12 +94,6 @@ impl Engine {
             DdlStatement::DropView(drop) => {
                 self.drop_relation(&drop.name, drop.if_exists, RelationKind::View)
             }
-            DdlStatement::CreateCatalogSchema(create) => {
-                create_schema(&create.schema_name, create.if_not_exists)
-            }
-            DdlStatement::DropCatalogSchema(drop) => {
-                drop_schema(drop.name.schema_name(), drop.if_exists)
-            }
             DdlStatement::CreateCatalog(_) => {
                 Err(WeirError::unsupported("CREATE DATABASE is not supported")
                     .with_hint("weir has one database, weir."))
@@ -122,7 +116,7 @@ impl Engine {
         sql: &str,
         stream: Option<&StreamOptions>,
     ) -> Result<CommandDone> {
-        let name = relation_name(&create.name)?;
+        let name = self.catalog.key_to_create(&create.name)?;
         if create.temporary {
             return Err(WeirError::unsupported("temporary tables are not supported")
                 .with_hint("Create an ordinary table and drop it when done."));
@@ -194,7 +188,7 @@ impl Engine {
     }
 
     fn create_view(&self, create: &CreateView, sql: &str) -> Result<CommandDone> {
-        let name = relation_name(&create.name)?;
+        let name = self.catalog.key_to_create(&create.name)?;
         distinct_columns(create.input.schema())?;
         if create.temporary {
             return Err(WeirError::unsupported("temporary views are not supported"));
@@ -209,8 +203,12 @@ impl Engine {
 
     /// DROP TABLE once the table's queued writes are in; writes waiting
     /// for it fail with 42P01 instead of writing rows nobody can read.
-    async fn drop_table(&self, reference: &TableReference, if_exists: bool) -> Result<CommandDone> {
-        let name = relation_name(reference)?;
+    pub(super) async fn drop_table(
+        &self,
+        reference: &TableReference,
+        if_exists: bool,
+    ) -> Result<CommandDone> {
+        let name = self.catalog.key_of(reference)?;
         if let Some(source) = self.rejected_of(&name) {
             return Err(goes_with_source(&name, Some(source)));
         }
@@ -229,7 +227,7 @@ impl Engine {
         reference: &TableReference,
         if_exists: bool,
     ) -> Result<CommandDone> {
-        let log = self.catalog.table(&relation_name(reference)?);
+        let log = self.catalog.table(&self.catalog.key_of(reference)?);
         let paused = match &log {
             Some(log) => Some(log.pause_writes().await),
             None => None,
@@ -275,7 +273,7 @@ impl Engine {
     }
 
     /// The source whose rejected records `name` keeps, if it is such.
-    fn rejected_of(&self, name: &str) -> Option<String> {
+    pub(super) fn rejected_of(&self, name: &str) -> Option<String> {
         let definition = self.catalog.get(name)?;
         let source = definition.stream?.source?;
         (source.connector == REJECTED_CONNECTOR)
@@ -318,13 +316,13 @@ impl Engine {
         }
     }
 
-    fn drop_relation(
+    pub(super) fn drop_relation(
         &self,
         reference: &TableReference,
         if_exists: bool,
         kind: RelationKind,
     ) -> Result<CommandDone> {
-        let name = relation_name(reference)?;
+        let name = self.catalog.key_of(reference)?;
         let tag = format!("DROP {}", kind.noun().to_uppercase());
         if if_exists && self.catalog.get(&name).is_none() {
             return Ok(CommandDone::new(&tag).with_notice(Notice::info(&format!(
@@ -522,25 +520,6 @@ fn with_declared_lengths(schema: &Schema, sql: &str) -> SchemaRef {
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-/// The bare name of a relation in weir's one schema.
-pub fn relation_name(reference: &TableReference) -> Result<String> {
-    let in_our_schema = match reference {
-        TableReference::Bare { .. } => true,
-        TableReference::Partial { schema, .. } => schema.as_ref() == SCHEMA_NAME,
-        TableReference::Full {
-            catalog, schema, ..
-        } => catalog.as_ref() == DATABASE_NAME && schema.as_ref() == SCHEMA_NAME,
-    };
-    if !in_our_schema {
-        return Err(WeirError::new(
-            sqlstate::INVALID_SCHEMA_NAME,
-            format!("cannot create or drop relations outside schema {SCHEMA_NAME}: {reference}"),
-        )
-        .with_hint("Leave out the schema name, or use public."));
-    }
-    Ok(reference.table().to_string())
-}
-
 impl Engine {
     /// `ALTER TABLE t SET (retention = ...)` / `RESET (retention)`: rows
     /// behind the new retention go after the next checkpoint. The caller
@@ -579,50 +558,5 @@ impl Engine {
         self.catalog
             .set_retention(&alter.table, alter.retention_ms)?;
         Ok(CommandDone::new("ALTER TABLE"))
-    }
-}
-
-/// The schemas weir has; tables and views live in `public`.
-const SCHEMAS: [&str; 4] = ["public", "weir_catalog", "pg_catalog", "information_schema"];
-
-/// `CREATE SCHEMA [IF NOT EXISTS] public` is what migration tools send
-/// first (Alembic, dbt): with IF NOT EXISTS it succeeds with Postgres'
-/// notice. A new schema is refused: weir has one schema for user objects.
-fn create_schema(name: &str, if_not_exists: bool) -> Result<CommandDone> {
-    let name = name.trim_matches('"');
-    match (SCHEMAS.contains(&name), if_not_exists) {
-        (true, true) => Ok(
-            CommandDone::new("CREATE SCHEMA").with_notice(Notice::info(&format!(
-                "schema \"{name}\" already exists, skipping"
-            ))),
-        ),
-        (true, false) => Err(WeirError::new(
-            sqlstate::DUPLICATE_SCHEMA,
-            format!("schema \"{name}\" already exists"),
-        )
-        .with_hint("Use CREATE SCHEMA IF NOT EXISTS to skip it.")),
-        (false, _) => Err(WeirError::unsupported(format!(
-            "CREATE SCHEMA {name}: weir has one schema for tables and views"
-        ))
-        .with_hint("Create tables and views in schema public.")),
-    }
-}
-
-fn drop_schema(name: &str, if_exists: bool) -> Result<CommandDone> {
-    let name = name.trim_matches('"');
-    match (SCHEMAS.contains(&name), if_exists) {
-        (true, _) => Err(
-            WeirError::unsupported(format!("schema \"{name}\" cannot be dropped"))
-                .with_hint("weir's schemas are fixed; drop the tables and views in it instead."),
-        ),
-        (false, true) => Ok(
-            CommandDone::new("DROP SCHEMA").with_notice(Notice::info(&format!(
-                "schema \"{name}\" does not exist, skipping"
-            ))),
-        ),
-        (false, false) => Err(WeirError::new(
-            sqlstate::INVALID_SCHEMA_NAME,
-            format!("schema \"{name}\" does not exist"),
-        )),
     }
 }

@@ -101,7 +101,7 @@ impl Engine {
         let ast::Statement::CreateView(create) = &statement else {
             return Err(WeirError::internal("not a CREATE MATERIALIZED VIEW"));
         };
-        let name = view_name(&create.name)?;
+        let name = view_name(&self.catalog, &create.name)?;
         let query = ast::Statement::Query(create.query.clone());
         let plan = state
             .statement_to_plan(DataFusionStatement::Statement(Box::new(query.clone())))
@@ -143,7 +143,7 @@ impl Engine {
         gate: Option<Arc<CommitGate>>,
     ) -> Result<CommandDone> {
         if let ast::Statement::CreateView(create) = &view.statement {
-            let name = view_name(&create.name)?;
+            let name = view_name(&self.catalog, &create.name)?;
             if create.if_not_exists && self.catalog.get(&name).is_some() {
                 return Ok(
                     CommandDone::new("CREATE MATERIALIZED VIEW").with_notice(Notice::info(
@@ -413,26 +413,8 @@ fn branch(planned: streaming::Branch, late_rows: &LateRows) -> Result<Branch> {
     Ok(Branch::meeting(branches, junction, operators))
 }
 
-fn view_name(name: &ast::ObjectName) -> Result<String> {
-    let parts: Vec<String> = name
-        .0
-        .iter()
-        .map(|part| {
-            let text = part.to_string();
-            match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-                Some(quoted) => quoted.replace("\"\"", "\""),
-                None => text.to_ascii_lowercase(),
-            }
-        })
-        .collect();
-    let reference = match parts.as_slice() {
-        [table] => datafusion::common::TableReference::bare(table.as_str()),
-        [schema, table] => {
-            datafusion::common::TableReference::partial(schema.as_str(), table.as_str())
-        }
-        _ => datafusion::common::TableReference::bare(name.to_string()),
-    };
-    super::relation_name(&reference)
+fn view_name(relations: &super::relations::Relations, name: &ast::ObjectName) -> Result<String> {
+    relations.key_to_create(&crate::sql::names::object_reference(name))
 }
 
 /// The view's columns with the names Postgres would give them; two columns

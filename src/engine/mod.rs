@@ -16,6 +16,7 @@ pub mod privileges;
 pub mod relations;
 mod replay;
 pub mod roles;
+mod schema_ddl;
 mod sinks;
 mod sources;
 pub mod sql_types;
@@ -49,7 +50,7 @@ use crate::stream::dataflow::SharedDataflow;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
 use relations::Relations;
 
-pub use ddl::{relation_name, CommandDone, Notice};
+pub use ddl::{CommandDone, Notice};
 
 pub struct Engine {
     context: SessionContext,
@@ -137,7 +138,10 @@ impl Engine {
         let observer: Arc<dyn AppendObserver> = Arc::new(dataflow.clone());
         let roles = Arc::new(roles::Roles::open(store.clone())?);
         let privileges = Arc::new(privileges::Privileges::open(store.clone())?);
-        let catalog = Arc::new(Relations::open(store, schema, Some(observer))?);
+        let database = context
+            .catalog(DATABASE_NAME)
+            .ok_or_else(|| WeirError::internal("the database catalog is missing"))?;
+        let catalog = Arc::new(Relations::open(store, database, Some(observer))?);
         let checkpoints = Arc::new(checkpoint::CheckpointHistory::default());
         let sources = Arc::new(sources::SourceRuns::default());
         let sinks = Arc::new(sinks::SinkRuns::default());

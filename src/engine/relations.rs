@@ -7,12 +7,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::SchemaProvider;
+use datafusion::catalog::{CatalogProvider, SchemaProvider};
 use datafusion::datasource::{TableProvider, ViewTable};
 use datafusion::logical_expr::LogicalPlan;
 
 use crate::catalog::{
-    side_output_name, RelationDefinition, RelationKind, StreamDefinition, TableParts, SQL_EDITION,
+    side_output_name, RelationDefinition, RelationKind, SchemaDefinition, StreamDefinition,
+    TableParts, SCHEMA_NAME, SQL_EDITION,
 };
 use crate::connectors::table::{DurableTable, GroupCommitter, TableLog};
 use crate::connectors::view_result::{
@@ -24,11 +25,17 @@ use crate::stream::append_observer::AppendObserver;
 pub use sink_entries::SinkEntry;
 
 mod failed_views;
+pub mod schemas;
 pub mod sink_entries;
 
 pub struct Relations {
     store: Arc<dyn StateStore>,
+    /// Weir's database in DataFusion: `public` and each user schema.
+    database: Arc<dyn CatalogProvider>,
+    /// `public`, where relations without a schema live.
     schema: Arc<dyn SchemaProvider>,
+    /// Schemas made with CREATE SCHEMA (`schemas.rs`).
+    schemas: RwLock<BTreeMap<String, SchemaDefinition>>,
     definitions: RwLock<BTreeMap<String, RelationDefinition>>,
     table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
     /// Materialized views' (and side outputs') providers, each holding
@@ -82,9 +89,13 @@ impl Relations {
     /// as it re-plans them (`restore_table`, `restore_view`).
     pub fn open(
         store: Arc<dyn StateStore>,
-        schema: Arc<dyn SchemaProvider>,
+        database: Arc<dyn CatalogProvider>,
         observer: Option<Arc<dyn AppendObserver>>,
     ) -> Result<Self> {
+        let schema = database
+            .schema(SCHEMA_NAME)
+            .ok_or_else(|| WeirError::internal("the public schema is missing"))?;
+        let schemas = schemas::load(&*store)?;
         let mut definitions = BTreeMap::new();
         for (stored_key, value) in store.scan_prefix(&key(&[b"catalog", b"relation", b""]))? {
             let definition: RelationDefinition = decode_catalog_entry(&stored_key, &value)?;
@@ -103,17 +114,21 @@ impl Relations {
             .values()
             .map(|entry| entry.definition.id + 1)
             .fold(next_id, u64::max);
-        Ok(Relations {
+        let relations = Relations {
             sinks: RwLock::new(sinks),
             committer: GroupCommitter::new(store.clone(), observer),
             store,
+            database,
             schema,
+            schemas: RwLock::new(schemas),
             definitions: RwLock::new(definitions),
             table_logs: RwLock::new(HashMap::new()),
             view_results: RwLock::new(HashMap::new()),
             next_id: std::sync::Mutex::new(next_id),
             failed: RwLock::new(BTreeMap::new()),
-        })
+        };
+        relations.register_stored_schemas()?;
+        Ok(relations)
     }
 
     /// Definitions in creation order, so each one's dependencies come first.
@@ -143,10 +158,11 @@ impl Relations {
         &self.store
     }
 
-    /// The DataFusion provider registered for `name` in weir's schema.
+    /// The DataFusion provider registered for relation `name` (a key).
     pub fn provider(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        let (schema, table) = self.placement(name);
         // The in-memory schema provider answers at once.
-        futures::executor::block_on(self.schema.table(name))
+        futures::executor::block_on(schema.table(table))
             .ok()
             .flatten()
     }
@@ -192,9 +208,8 @@ impl Relations {
 
     /// Fails with 42P07 when `name` is taken (by us or a built-in).
     pub fn check_name_free(&self, name: &str) -> Result<()> {
-        if self.read().contains_key(name)
-            || self.schema.table_exist(name)
-            || self.sink(name).is_some()
+        let (schema, table) = self.placement(name);
+        if self.read().contains_key(name) || schema.table_exist(table) || self.sink(name).is_some()
         {
             return Err(WeirError::new(
                 sqlstate::DUPLICATE_TABLE,
@@ -435,7 +450,7 @@ impl Relations {
                 continue;
             }
             let provider = Arc::new(MaterializedViewTable::new(result));
-            let _ = self.schema.deregister_table(&name)?;
+            self.deregister(&name)?;
             self.register(&name, provider.clone())?;
             self.view_results
                 .write()
@@ -500,10 +515,10 @@ impl Relations {
             batch.delete(crate::connectors::view_result::view_head_key(id));
         }
         self.store.commit(batch)?;
-        self.schema.deregister_table(name)?;
+        self.deregister(name)?;
         if definition.side_output_id.is_some() {
             let late = side_output_name(name);
-            self.schema.deregister_table(&late)?;
+            self.deregister(&late)?;
             self.view_results
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
@@ -545,7 +560,9 @@ impl Relations {
         let mut names = Vec::new();
         let _ = plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
-                let name = scan.table_name.table().to_string();
+                let Ok(name) = self.key_of(&scan.table_name) else {
+                    return Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue);
+                };
                 let known = self.read().contains_key(&name) || self.side_output_of(&name).is_some();
                 if known && !names.contains(&name) {
                     names.push(name);
@@ -586,7 +603,14 @@ impl Relations {
     }
 
     fn register(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
-        self.schema.register_table(name.to_string(), provider)?;
+        let (schema, table) = self.placement(name);
+        schema.register_table(table.to_string(), provider)?;
+        Ok(())
+    }
+
+    fn deregister(&self, name: &str) -> Result<()> {
+        let (schema, table) = self.placement(name);
+        schema.deregister_table(table)?;
         Ok(())
     }
 }

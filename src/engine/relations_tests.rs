@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::MemorySchemaProvider;
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
 use datafusion::common::Constraints;
 
 use super::*;
@@ -19,7 +19,11 @@ fn parts() -> TableParts {
 }
 
 fn open(store: &Arc<dyn StateStore>) -> Relations {
-    Relations::open(store.clone(), Arc::new(MemorySchemaProvider::new()), None).unwrap()
+    let database = Arc::new(MemoryCatalogProvider::new());
+    database
+        .register_schema(SCHEMA_NAME, Arc::new(MemorySchemaProvider::new()))
+        .unwrap();
+    Relations::open(store.clone(), database, None).unwrap()
 }
 
 #[test]

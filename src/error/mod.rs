@@ -270,9 +270,11 @@ fn plan_error_to_weir(text: String) -> WeirError {
             .with_hint("Give each column its own name (AS in a SELECT list).");
     }
     if text.contains("not found") && text.starts_with("table ") {
-        let name = text.split('\'').nth(1).unwrap_or("?").to_string();
-        let short = name.rsplit('.').next().unwrap_or(&name).to_string();
-        return WeirError::undefined_table(&short);
+        // DataFusion names it in full; Postgres as written (`t`, `s.t`).
+        let name = text.split('\'').nth(1).unwrap_or("?");
+        let name = name.strip_prefix("weir.").unwrap_or(name);
+        let name = name.strip_prefix("public.").unwrap_or(name);
+        return WeirError::undefined_table(name);
     }
     if text.contains("Invalid function") || text.contains("There is no function") {
         return WeirError::new(sqlstate::UNDEFINED_FUNCTION, text)
@@ -407,6 +409,10 @@ mod tests {
         ));
         assert_eq!(error.code, sqlstate::UNDEFINED_TABLE);
         assert_eq!(error.message, "relation \"nope\" does not exist");
+        let error = WeirError::from(DataFusionError::Plan(
+            "table 'weir.sales.nope' not found".into(),
+        ));
+        assert_eq!(error.message, "relation \"sales.nope\" does not exist");
     }
 
     #[test]

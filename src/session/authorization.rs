@@ -70,24 +70,20 @@ impl Session {
         let name = match &prepared.action {
             Action::Plan(plan) => match plan.as_ref() {
                 LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) => {
-                    create.name.table().to_string()
+                    key(&self.engine, &create.name)
                 }
                 LogicalPlan::Ddl(DdlStatement::CreateView(create)) => {
-                    create.name.table().to_string()
+                    key(&self.engine, &create.name)
                 }
                 LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) => {
-                    create.name.table().to_string()
+                    key(&self.engine, &create.name)
                 }
                 _ => return Vec::new(),
             },
             Action::MaterializedView(view) if !view.explain => match &view.statement {
-                ast::Statement::CreateView(create) => match create.name.0.last() {
-                    Some(ast::ObjectNamePart::Identifier(ident)) => match ident.quote_style {
-                        Some(_) => ident.value.clone(),
-                        None => ident.value.to_lowercase(),
-                    },
-                    _ => return Vec::new(),
-                },
+                ast::Statement::CreateView(create) => {
+                    key(&self.engine, &sql::names::object_reference(&create.name))
+                }
                 _ => return Vec::new(),
             },
             Action::Utility(Utility::Sink(sql::sink_ddl::SinkStatement::Create(create))) => {
@@ -135,11 +131,11 @@ impl Checker<'_> {
                     WriteOp::Delete | WriteOp::Truncate => Privilege::Delete,
                     _ => return Err(superusers_only()),
                 };
-                let target = dml.table_name.table();
-                self.relation(target, privilege)?;
+                let target = key(self.engine, &dml.table_name);
+                self.relation(&target, privilege)?;
                 // UPDATE and DELETE scan their own table to find the rows.
                 let own_scan = matches!(privilege, Privilege::Update | Privilege::Delete);
-                self.reads(&dml.input, own_scan.then_some(target))
+                self.reads(&dml.input, own_scan.then_some(target.as_str()))
             }
             LogicalPlan::Ddl(ddl) => self.ddl(ddl),
             other => self.reads(other, None),
@@ -157,8 +153,8 @@ impl Checker<'_> {
                 self.reads(&create.input, None)
             }
             DdlStatement::CreateExternalTable(_) => self.create(),
-            DdlStatement::DropTable(drop) => self.owner(drop.name.table()),
-            DdlStatement::DropView(drop) => self.owner(drop.name.table()),
+            DdlStatement::DropTable(drop) => self.owner(&key(self.engine, &drop.name)),
+            DdlStatement::DropView(drop) => self.owner(&key(self.engine, &drop.name)),
             _ => Err(superusers_only()),
         }
     }
@@ -195,19 +191,21 @@ impl Checker<'_> {
                     None => return Ok(TreeNodeRecursion::Continue),
                 },
                 LogicalPlan::TableScan(scan)
-                    if scan
-                        .table_name
-                        .schema()
-                        .is_none_or(|schema| schema == SCHEMA_NAME) =>
+                    if scan.table_name.schema().is_none_or(|schema| {
+                        schema == SCHEMA_NAME || self.engine.relations().is_user_schema(schema)
+                    }) =>
                 {
-                    (scan.table_name.table(), TreeNodeRecursion::Continue)
+                    (
+                        key(self.engine, &scan.table_name),
+                        TreeNodeRecursion::Continue,
+                    )
                 }
                 _ => return Ok(TreeNodeRecursion::Continue),
             };
-            if Some(name) == skip {
+            if Some(name.as_str()) == skip {
                 return Ok(next);
             }
-            outcome = self.relation(name, Privilege::Select);
+            outcome = self.relation(&name, Privilege::Select);
             Ok(match outcome {
                 Ok(()) => next,
                 Err(_) => TreeNodeRecursion::Stop,
@@ -219,19 +217,16 @@ impl Checker<'_> {
     /// The view `alias` is, when it is one of ours inlined by the planner:
     /// named as the view and holding exactly the view's plan (a subquery
     /// merely aliased with a view's name is checked as what it reads).
-    fn inlined_view<'p>(
-        &self,
-        alias: &'p datafusion::logical_expr::SubqueryAlias,
-    ) -> Option<&'p str> {
-        let name = alias.alias.table();
+    fn inlined_view(&self, alias: &datafusion::logical_expr::SubqueryAlias) -> Option<String> {
+        let name = key(self.engine, &alias.alias);
         let relations = self.engine.relations();
         let is_view = relations
-            .get(name)
+            .get(&name)
             .is_some_and(|definition| definition.kind == crate::catalog::RelationKind::View);
         if !is_view {
             return None;
         }
-        let provider = relations.provider(name)?;
+        let provider = relations.provider(&name)?;
         let plan = provider.get_logical_plan()?;
         (alias.input.as_ref() == plan.as_ref()).then_some(name)
     }
@@ -242,13 +237,7 @@ impl Checker<'_> {
     fn statement_reads(&self, statement: &ast::Statement) -> Result<()> {
         let mut outcome = Ok(());
         let _ = ast::visit_relations(statement, |name| {
-            let Some(ast::ObjectNamePart::Identifier(last)) = name.0.last() else {
-                return ControlFlow::<()>::Continue(());
-            };
-            let relation = match last.quote_style {
-                Some(_) => last.value.clone(),
-                None => last.value.to_lowercase(),
-            };
+            let relation = key(self.engine, &sql::names::object_reference(name));
             outcome = self.relation(&relation, Privilege::Select);
             match outcome {
                 Ok(()) => ControlFlow::Continue(()),
@@ -325,4 +314,13 @@ fn superusers_only() -> WeirError {
         sqlstate::INSUFFICIENT_PRIVILEGE,
         "permission denied: only superusers may run this statement",
     )
+}
+
+/// The catalog key `reference` names; one that names no schema of ours
+/// stays as written (and is found nowhere).
+fn key(engine: &Engine, reference: &datafusion::common::TableReference) -> String {
+    engine
+        .relations()
+        .key_of(reference)
+        .unwrap_or_else(|_| reference.to_string())
 }

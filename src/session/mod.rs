@@ -18,6 +18,7 @@ mod planning;
 mod privilege_functions;
 mod results;
 mod run_utility;
+mod schemas;
 mod settings;
 mod subscribe;
 mod transaction;
@@ -30,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
 use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::physical_plan::execute_stream;
 use datafusion::sql::sqlparser::ast;
 
@@ -356,7 +357,11 @@ impl Session {
         let state = self.state()?;
         let plan = self.engine.plan(&state, &statement).await?;
         if let LogicalPlan::Dml(dml) = &plan {
-            if let Some(log) = self.engine.relations().table(dml.table_name.table()) {
+            if let Some(log) = self
+                .engine
+                .relations()
+                .table(&crate::catalog::reference_key(&dml.table_name))
+            {
                 log.check_writable()?;
             }
         }
@@ -517,6 +522,14 @@ impl Session {
     async fn execute_plan(&self, plan: LogicalPlan, prepared: &Prepared) -> Result<Outcome> {
         let (state, task) = self.planning(Purpose::Queries)?;
         match plan {
+            LogicalPlan::Ddl(DdlStatement::CreateCatalogSchema(create)) => {
+                Ok(Outcome::Done(self.create_schema(&create, &prepared.sql)?))
+            }
+            LogicalPlan::Ddl(DdlStatement::DropCatalogSchema(drop)) => Ok(Outcome::Done(
+                self.engine
+                    .drop_schema(drop.name.schema_name(), drop.if_exists, drop.cascade)
+                    .await?,
+            )),
             LogicalPlan::Ddl(ddl) => Ok(Outcome::Done(
                 self.engine
                     .execute_ddl(

@@ -193,9 +193,9 @@ impl Session {
         let mut read = None;
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
-                let name = scan.table_name.table();
-                if affected.iter().any(|relation| relation == name) {
-                    read = Some(name.to_string());
+                let name = crate::catalog::reference_key(&scan.table_name);
+                if affected.iter().any(|relation| *relation == name) {
+                    read = Some(name);
                     return Ok(TreeNodeRecursion::Stop);
                 }
             }

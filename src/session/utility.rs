@@ -176,21 +176,12 @@ pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
                     .with_hint("Drop the views that depend on it first."));
             }
             Utility::DropMaterializedView {
-                names: names
-                    .iter()
-                    .map(|name| match name.0.as_slice() {
-                        [.., last] => normalize_identifier(&last.to_string()),
-                        [] => String::new(),
-                    })
-                    .collect(),
+                names: names.iter().map(crate::sql::names::key_text).collect(),
                 if_exists: *if_exists,
             }
         }
         ast::Statement::ShowCreate { obj_name, .. } => Utility::ShowCreate {
-            name: match obj_name.0.as_slice() {
-                [.., last] => normalize_identifier(&last.to_string()),
-                [] => String::new(),
-            },
+            name: crate::sql::names::key_text(obj_name),
         },
         ast::Statement::Discard { .. } => Utility::Discard,
         // psycopg sends DEALLOCATE ALL after a DROP or ALTER once it has
@@ -348,13 +339,8 @@ fn classify_copy(
                 .with_hint("Use COPY … FROM STDIN; psql's \\copy reads local files through STDIN."),
         );
     };
-    // weir has one schema, so `public.t` and `t` name the same table.
-    let table = table_name
-        .0
-        .last()
-        .map_or_else(String::new, |part| part.to_string());
     Ok(Utility::CopyFrom {
-        table: normalize_identifier(&table),
+        table: crate::sql::names::key_text(table_name),
         columns: columns.iter().map(column_name).collect(),
         options: copy_options,
     })

@@ -37,6 +37,7 @@ mod limits;
 pub mod literal_types;
 mod lookup_join;
 pub mod materialized;
+pub mod names;
 pub mod numeric_division;
 pub mod numeric_sum;
 mod output_names;

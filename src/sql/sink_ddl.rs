@@ -68,11 +68,10 @@ fn parse_create(rest: &[&Token], text: &str) -> Result<CreateSink> {
     if if_not_exists {
         rest = &rest[3..];
     }
-    let (name, view, mut rest) = match rest {
-        [name, from, view, rest @ ..] if is_word(from, "FROM") => {
-            (identifier(name)?, identifier(view)?, rest)
-        }
-        [_, as_word, ..] if is_word(as_word, "AS") => return Err(WeirError::unsupported(
+    let (name, rest) = qualified(rest)?;
+    let (view, mut rest) = match rest {
+        [from, rest @ ..] if is_word(from, "FROM") => qualified(rest)?,
+        [as_word, ..] if is_word(as_word, "AS") => return Err(WeirError::unsupported(
             "CREATE SINK … AS SELECT is not supported",
         )
         .with_hint(
@@ -196,6 +195,22 @@ fn parse_drop(rest: &[&Token]) -> Result<SinkStatement> {
 }
 
 /// A name as Postgres folds it: lower case unless quoted.
+/// A relation's name (`name` or `schema.name`) as its catalog key, and
+/// the words after it.
+fn qualified<'a, 'b>(words: &'a [&'b Token]) -> Result<(String, &'a [&'b Token])> {
+    match words {
+        [schema, Token::Period, name, rest @ ..] => Ok((
+            crate::catalog::relation_key(&identifier(schema)?, &identifier(name)?),
+            rest,
+        )),
+        [name, rest @ ..] => Ok((identifier(name)?, rest)),
+        [] => {
+            Err(WeirError::syntax("CREATE SINK needs a name and FROM view")
+                .with_hint(create_hint()))
+        }
+    }
+}
+
 fn identifier(token: &Token) -> Result<String> {
     match token {
         Token::Word(word) => Ok(match word.quote_style {

@@ -268,13 +268,25 @@ pub fn parse_drop(tokens: &[TokenWithSpan]) -> Result<Option<(Vec<String>, bool)
         rest = &rest[2..];
     }
     let mut names = Vec::new();
-    for (position, token) in rest.iter().enumerate() {
-        match (position % 2, token) {
-            (0, Token::Word(word)) => names.push(match word.quote_style {
-                Some(_) => word.value.clone(),
-                None => word.value.to_ascii_lowercase(),
-            }),
-            (1, Token::Comma) => {}
+    // Names separated by commas, each `name` or `schema.name`.
+    let mut parts: Vec<String> = Vec::new();
+    let mut expect_name = true;
+    for token in rest {
+        match (expect_name, token) {
+            (true, Token::Word(word))
+                if !is_word(token, "CASCADE") || word.quote_style.is_some() =>
+            {
+                parts.push(match word.quote_style {
+                    Some(_) => word.value.clone(),
+                    None => word.value.to_ascii_lowercase(),
+                });
+                expect_name = false;
+            }
+            (false, Token::Period) if parts.len() == 1 => expect_name = true,
+            (false, Token::Comma) => {
+                names.push(source_key(std::mem::take(&mut parts)));
+                expect_name = true;
+            }
             (_, other) if is_word(other, "CASCADE") => {
                 return Err(WeirError::unsupported("DROP ... CASCADE is not supported")
                     .with_hint("Drop the views that read the source first."))
@@ -287,11 +299,20 @@ pub fn parse_drop(tokens: &[TokenWithSpan]) -> Result<Option<(Vec<String>, bool)
             }
         }
     }
-    if names.is_empty() || rest.len() % 2 == 0 {
+    if parts.is_empty() || expect_name {
         return Err(WeirError::syntax("DROP SOURCE needs a name")
             .with_hint("Write DROP SOURCE [IF EXISTS] name."));
     }
+    names.push(source_key(parts));
     Ok(Some((names, if_exists)))
+}
+
+/// The catalog key of a source named by one or two parts.
+fn source_key(parts: Vec<String>) -> String {
+    match parts.as_slice() {
+        [schema, name] => crate::catalog::relation_key(schema, name),
+        _ => parts.concat(),
+    }
 }
 
 /// `SHOW CREATE SOURCE x` is answered as `SHOW CREATE TABLE x`.

@@ -145,10 +145,11 @@ impl Words<'_> {
 fn subscribe_tail(rest: &mut Words) -> Result<Subscribe> {
     rest.take("TO");
     let mut view = rest.name("SUBSCRIBE", SUBSCRIBE_HINT)?;
-    // A qualified name: the schema is always public.
-    while rest.words.first() == Some(&&Token::Period) {
+    // A qualified name: `schema.view` is the view's catalog key.
+    if rest.words.first() == Some(&&Token::Period) {
         rest.next();
-        view = rest.name("SUBSCRIBE", SUBSCRIBE_HINT)?;
+        let name = rest.name("SUBSCRIBE", SUBSCRIBE_HINT)?;
+        view = crate::catalog::relation_key(&view, &name);
     }
     let mut snapshot = true;
     for (name, value) in rest.options("SUBSCRIBE", SUBSCRIBE_HINT)? {

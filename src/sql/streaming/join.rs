@@ -370,7 +370,7 @@ fn equal_by_key(join: &Join, name: &str) -> bool {
 fn scanned_table(plan: &LogicalPlan) -> Option<String> {
     match plan {
         LogicalPlan::SubqueryAlias(alias) => scanned_table(&alias.input),
-        LogicalPlan::TableScan(scan) => Some(scan.table_name.table().to_string()),
+        LogicalPlan::TableScan(scan) => Some(crate::catalog::reference_key(&scan.table_name)),
         _ => None,
     }
 }

@@ -405,7 +405,10 @@ impl Planner<'_> {
         let mut segment = if let Some(window) = provider.downcast_ref::<WindowTable>() {
             self.window(window)?
         } else {
-            self.relation(scan.table_name.table(), provider.as_ref())?
+            self.relation(
+                &crate::catalog::reference_key(&scan.table_name),
+                provider.as_ref(),
+            )?
         };
         if let Some(projection) = &scan.projection {
             let schema = source_as_provider(&scan.source)?.schema();
