@@ -340,7 +340,7 @@ fn register_system_tables(
         context.register_udf(function);
     }
     context.register_udf(pg_catalog::expression_text_function());
-    context.register_udf(pg_catalog::table_is_visible_function(names));
+    context.register_udf(pg_catalog::table_is_visible_function(names, catalog));
     for function in pg_catalog::size_functions(catalog, names) {
         context.register_udf(function);
     }

@@ -194,7 +194,7 @@ impl Session {
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
                 let name = crate::catalog::reference_key(&scan.table_name);
-                if affected.iter().any(|relation| *relation == name) {
+                if affected.contains(&name) {
                     read = Some(name);
                     return Ok(TreeNodeRecursion::Stop);
                 }

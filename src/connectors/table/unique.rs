@@ -37,6 +37,10 @@ impl UniqueIndex {
         schema: &SchemaRef,
         constraints: &Constraints,
     ) -> Result<Vec<Self>> {
+        // Named after the table without its schema (`s.t` has `t_pkey`,
+        // as in Postgres). A table in public whose own name has a dot
+        // loses the part before it: such names are rare enough.
+        let table = table.split_once('.').map_or(table, |(_, name)| name);
         constraints
             .iter()
             .map(|constraint| {

@@ -13,7 +13,7 @@ use datafusion::catalog::{SchemaProvider, Session as DataFusionSession};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::collect;
 
-use crate::catalog::RelationKind;
+use crate::catalog::{relation_key, RelationKind, SCHEMA_NAME};
 use crate::connectors::table::KeyConstraint;
 use crate::engine::relations::Relations;
 
@@ -56,10 +56,9 @@ pub struct CatalogContext {
     pub relations: Arc<Relations>,
     /// Owners and grants.
     pub access: super::Access,
-    /// The oid of each relation in the `public` schema, by name.
+    /// The oid of each of our relations, by catalog key (`t` in public,
+    /// `s.t` in user schema `s`).
     pub oids: HashMap<String, i64>,
-    /// The `public` schema's oid.
-    pub namespace: i64,
     /// The oids of pg_catalog's own relations.
     pub system_oids: Vec<i64>,
     /// Tables with PRIMARY KEY or UNIQUE constraints.
@@ -68,6 +67,8 @@ pub struct CatalogContext {
 
 pub struct KeyedTable {
     pub oid: i64,
+    /// Its schema's oid (its keys' constraints and indexes are there too).
+    pub namespace: i64,
     pub schema: SchemaRef,
     pub keys: Vec<Key>,
 }
@@ -104,25 +105,33 @@ impl CatalogContext {
             let found = namespaces.iter().find(|(_, name)| name == wanted);
             found.map_or(-1, |(oid, _)| *oid)
         };
-        let (namespace, system) = (namespace_oid("public"), namespace_oid("pg_catalog"));
+        let system = namespace_oid("pg_catalog");
+        // Our schemas: public and the user's, each with its name.
+        let ours: HashMap<i64, &str> = namespaces
+            .iter()
+            .filter(|(_, name)| name == SCHEMA_NAME || relations.is_user_schema(name))
+            .map(|(oid, name)| (*oid, name.as_str()))
+            .collect();
         let classes = scan(schema, "pg_class", state).await?;
         let spaces = int64_column(&classes, "relnamespace")?;
         let spaces = spaces.as_primitive::<Int64Type>();
-        let in_namespace =
-            |row: usize, wanted: i64| spaces.is_valid(row) && spaces.value(row) == wanted;
+        let space = |row: usize| spaces.is_valid(row).then(|| spaces.value(row));
         let classes = rows_of(&classes, "oid", "relname")?;
-        let oids: HashMap<String, i64> = classes
-            .iter()
-            .enumerate()
-            .filter(|(row, _)| in_namespace(*row, namespace))
-            .map(|(_, (oid, name))| (name.clone(), *oid))
-            .collect();
-        let system_oids = classes
-            .iter()
-            .enumerate()
-            .filter(|(row, _)| in_namespace(*row, system))
-            .map(|(_, (oid, _))| *oid)
-            .collect();
+        let mut oids = HashMap::new();
+        let mut relation_namespaces = HashMap::new();
+        let mut system_oids = Vec::new();
+        for (row, (oid, name)) in classes.iter().enumerate() {
+            match space(row) {
+                Some(namespace) if namespace == system => system_oids.push(*oid),
+                Some(namespace) => {
+                    if let Some(schema_name) = ours.get(&namespace) {
+                        oids.insert(relation_key(schema_name, name), *oid);
+                        relation_namespaces.insert(*oid, namespace);
+                    }
+                }
+                None => {}
+            }
+        }
         let keyed = relations
             .table_logs()
             .into_iter()
@@ -139,14 +148,19 @@ impl CatalogContext {
                     })
                     .collect();
                 let schema = log.schema();
-                (!keys.is_empty()).then_some(KeyedTable { oid, schema, keys })
+                let namespace = relation_namespaces.get(&oid).copied().unwrap_or(-1);
+                (!keys.is_empty()).then_some(KeyedTable {
+                    oid,
+                    namespace,
+                    schema,
+                    keys,
+                })
             })
             .collect();
         Ok(CatalogContext {
             relations,
             access,
             oids,
-            namespace,
             system_oids,
             keyed,
         })
@@ -160,7 +174,7 @@ impl CatalogContext {
             || catalog.side_output_of(name).is_some()
     }
 
-    /// The relation name of each oid in the public schema.
+    /// The catalog key of each of our relations' oids.
     pub fn names_by_oid(&self) -> HashMap<i64, &str> {
         self.oids
             .iter()

@@ -35,7 +35,7 @@ pub fn add_constraints(batch: RecordBatch, context: &CatalogContext) -> Result<R
             Ok(vec![
                 ("oid", number(key.constraint_oid)),
                 ("conname", text(&key.constraint.name)),
-                ("connamespace", number(context.namespace)),
+                ("connamespace", number(table.namespace)),
                 (
                     "contype",
                     text(if key.constraint.primary { "p" } else { "u" }),
@@ -95,11 +95,11 @@ pub fn add_indexes(batch: RecordBatch, context: &CatalogContext) -> Result<Recor
 /// The indexes' own `pg_class` rows (kind `'i'`).
 pub fn index_classes(context: &CatalogContext) -> Vec<Row> {
     each_key(context)
-        .map(|(_, key)| {
+        .map(|(table, key)| {
             vec![
                 ("oid", number(key.index_oid)),
                 ("relname", text(&key.constraint.name)),
-                ("relnamespace", number(context.namespace)),
+                ("relnamespace", number(table.namespace)),
                 ("reltype", number(0)),
                 ("relowner", number(10)),
                 ("relam", number(BTREE)),

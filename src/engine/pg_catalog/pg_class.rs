@@ -14,7 +14,7 @@ use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::Result;
 
-use super::context::{int64_column, text_column, CatalogContext};
+use super::context::{int64_column, CatalogContext};
 use super::keys::index_classes;
 use super::roles::ROLE_OID;
 use super::rows::append;
@@ -24,8 +24,9 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
     let (Ok(_), Ok(kinds_at)) = (schema.index_of("relname"), schema.index_of("relkind")) else {
         return Ok(batch);
     };
-    let names = text_column(&batch, "relname")?;
-    let names = names.as_string::<i32>();
+    let oids = int64_column(&batch, "oid")?;
+    let oids = oids.as_primitive::<Int64Type>();
+    let keys = context.names_by_oid();
     let kinds = batch.column(kinds_at).as_string::<i32>();
     let relabeled: StringArray = (0..batch.num_rows())
         .map(|row| {
@@ -33,7 +34,12 @@ pub fn correct(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBat
                 return None;
             }
             let kind = kinds.value(row);
-            let materialized = kind == "r" && context.is_materialized_view(names.value(row));
+            let key = oids
+                .is_valid(row)
+                .then(|| keys.get(&oids.value(row)))
+                .flatten();
+            let materialized =
+                kind == "r" && key.is_some_and(|key| context.is_materialized_view(key));
             Some(if materialized { "m" } else { kind })
         })
         .collect();

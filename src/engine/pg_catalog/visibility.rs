@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use crate::engine::relations::Relations;
+
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
@@ -17,8 +19,9 @@ use super::views::OidNames;
 /// Oids below this are Postgres's own objects (pg_catalog).
 const FIRST_NORMAL_OID: i64 = 16384;
 
-pub fn table_is_visible_function(names: &OidNames) -> ScalarUDF {
+pub fn table_is_visible_function(names: &OidNames, relations: &Arc<Relations>) -> ScalarUDF {
     let names = names.clone();
+    let relations = Arc::downgrade(relations);
     create_udf(
         "pg_table_is_visible",
         vec![DataType::Int64],
@@ -28,13 +31,21 @@ pub fn table_is_visible_function(names: &OidNames) -> ScalarUDF {
             let arrays = ColumnarValue::values_to_arrays(arguments)?;
             let oids = cast(&arrays[0], &DataType::Int64)?;
             let oids = oids.as_primitive::<Int64Type>();
-            let public = names.lock().unwrap_or_else(|p| p.into_inner());
+            let known = names.lock().unwrap_or_else(|p| p.into_inner());
+            let relations = relations.upgrade();
+            // A relation in a user schema is not on the search path
+            // (`public`): psql lists it only when asked for `s.*`.
+            let in_public = |key: &String| {
+                relations
+                    .as_ref()
+                    .is_none_or(|relations| relations.reference_of(key).schema().is_none())
+            };
             let visible: BooleanArray = (0..oids.len())
                 .map(|row| {
                     let oid = oids.is_valid(row).then(|| oids.value(row))?;
                     Some(
                         oid < FIRST_NORMAL_OID
-                            || public.contains_key(&oid)
+                            || known.get(&oid).is_some_and(in_public)
                             || decode_key_oid(oid).is_some(),
                     )
                 })
