@@ -140,3 +140,46 @@ async fn relations_in_a_schema_survive_restarts_and_a_dropped_schema_stays_dropp
     let client = server.connect().await;
     assert_rows(&client, "SELECT * FROM sales.totals", &["z 1"], "recreated").await;
 }
+
+/// A view made on another search path keeps reading what its names meant
+/// then, after a restart on the default path.
+#[tokio::test]
+async fn a_view_made_on_a_search_path_means_the_same_after_a_restart() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut server = TestServer::start_with(&data_dir, &CHECKPOINTS);
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE SCHEMA staging; \
+             CREATE TABLE events (k INT, v INT); \
+             CREATE TABLE staging.events (k INT, v INT)",
+        )
+        .await
+        .unwrap();
+    // One statement at a time: each is qualified on the path in force.
+    for statement in [
+        "SET search_path TO staging, public",
+        "CREATE MATERIALIZED VIEW sums AS SELECT k, sum(v) AS total FROM events GROUP BY k",
+        "INSERT INTO events VALUES (1, 10), (1, 5)",
+        "SET search_path TO public",
+        "INSERT INTO events VALUES (1, 1000)",
+    ] {
+        client.batch_execute(statement).await.unwrap();
+    }
+    assert_rows(&client, "SELECT * FROM staging.sums", &["1 15"], "made").await;
+    assert!(server.terminate().success());
+    let server = TestServer::start_with(&data_dir, &CHECKPOINTS);
+    let client = server.connect().await;
+    client
+        .batch_execute("INSERT INTO staging.events VALUES (1, 1); INSERT INTO events VALUES (1, 1)")
+        .await
+        .unwrap();
+    assert_rows(
+        &client,
+        "SELECT * FROM staging.sums",
+        &["1 16"],
+        "after a restart",
+    )
+    .await;
+}

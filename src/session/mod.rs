@@ -19,6 +19,7 @@ mod privilege_functions;
 mod results;
 mod run_utility;
 mod schemas;
+mod search_path;
 mod settings;
 mod subscribe;
 mod transaction;
@@ -264,6 +265,7 @@ impl Session {
     }
 
     async fn prepare_statement(&self, statement: sql::Statement) -> Result<Prepared> {
+        let statement = self.on_search_path(statement)?;
         let (statement, sql, stream_options) = match statement {
             sql::Statement::Flush => {
                 return Ok(Prepared::utility("FLUSH".to_string(), Utility::Flush))
