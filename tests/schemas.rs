@@ -16,6 +16,7 @@ const SETUP: &str = "CREATE SCHEMA sales; \
     CREATE TABLE sales.orders (id INT PRIMARY KEY, shop TEXT, amount INT); \
     CREATE TABLE shops (shop TEXT PRIMARY KEY, city TEXT); \
     CREATE TABLE sales.notes (note TEXT); \
+    CREATE INDEX orders_shop ON sales.orders (shop); \
     CREATE MATERIALIZED VIEW sales.totals AS \
         SELECT shop, count(*) AS n, sum(amount) AS total FROM sales.orders GROUP BY shop; \
     CREATE VIEW sales.big AS SELECT id FROM sales.orders WHERE amount > 5; \

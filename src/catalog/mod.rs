@@ -193,6 +193,22 @@ pub struct SchemaDefinition {
     pub owner: String,
 }
 
+/// An index made with CREATE INDEX: recorded and listed (pg_index,
+/// pg_indexes, psql's `\d`) so schemas written for Postgres load; queries
+/// do not use it (docs/sql-reference.md, "Indexes").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDefinition {
+    pub id: u64,
+    /// Its catalog key: in its table's schema, like a relation's.
+    pub name: String,
+    /// The key of the table it indexes.
+    pub table: String,
+    /// The indexed columns, in order.
+    pub columns: Vec<String>,
+    /// The access method as written (`btree` unless USING said otherwise).
+    pub method: String,
+}
+
 /// The catalog key of relation `name` in `schema`: bare in `public` (so
 /// catalogs stored before schemas existed keep their keys), `schema.name`
 /// elsewhere. Schema names never contain a dot, so the first dot of a key

@@ -168,5 +168,30 @@ pub async fn register(context: &SessionContext, database: &str) -> Result<()> {
         let view = ViewTable::new(plan, Some(sql));
         schema.register_table(name.to_string(), Arc::new(view))?;
     }
+    // pg_catalog.pg_indexes, which the crate does not have (pgAdmin,
+    // DBeaver and ORMs' schema readers list indexes with it).
+    let sql = indexes();
+    let plan = state
+        .create_logical_plan(&sql)
+        .await
+        .map_err(|error| WeirError::internal(format!("cannot plan pg_indexes: {error}")))?;
+    let pg_catalog = catalog
+        .schema("pg_catalog")
+        .ok_or_else(|| WeirError::internal("pg_catalog is missing"))?;
+    pg_catalog.register_table(
+        "pg_indexes".to_string(),
+        Arc::new(ViewTable::new(plan, Some(sql))),
+    )?;
     Ok(())
+}
+
+fn indexes() -> String {
+    "SELECT n.nspname AS schemaname, c.relname AS tablename, i.relname AS indexname, \
+     CAST(NULL AS TEXT) AS tablespace, pg_get_indexdef(i.oid) AS indexdef \
+     FROM pg_catalog.pg_index x \
+     JOIN pg_catalog.pg_class c ON c.oid = x.indrelid \
+     JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid \
+     LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+     WHERE c.relkind IN ('r', 'm', 'p') AND i.relkind IN ('i', 'I')"
+        .to_string()
 }

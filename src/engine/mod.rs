@@ -8,6 +8,7 @@ pub mod connections;
 mod ddl;
 mod firing;
 mod grants;
+mod index_ddl;
 mod information_schema;
 mod materialized;
 mod output_limits;

@@ -12,8 +12,8 @@ use datafusion::datasource::{TableProvider, ViewTable};
 use datafusion::logical_expr::LogicalPlan;
 
 use crate::catalog::{
-    side_output_name, RelationDefinition, RelationKind, SchemaDefinition, StreamDefinition,
-    TableParts, SCHEMA_NAME, SQL_EDITION,
+    side_output_name, IndexDefinition, RelationDefinition, RelationKind, SchemaDefinition,
+    StreamDefinition, TableParts, SCHEMA_NAME, SQL_EDITION,
 };
 use crate::connectors::table::{DurableTable, GroupCommitter, TableLog};
 use crate::connectors::view_result::{
@@ -25,6 +25,7 @@ use crate::stream::append_observer::AppendObserver;
 pub use sink_entries::SinkEntry;
 
 mod failed_views;
+mod indexes;
 pub mod schemas;
 pub mod sink_entries;
 
@@ -36,6 +37,8 @@ pub struct Relations {
     schema: Arc<dyn SchemaProvider>,
     /// Schemas made with CREATE SCHEMA (`schemas.rs`).
     schemas: RwLock<BTreeMap<String, SchemaDefinition>>,
+    /// Indexes made with CREATE INDEX, by key (`indexes.rs`).
+    indexes: RwLock<BTreeMap<String, IndexDefinition>>,
     definitions: RwLock<BTreeMap<String, RelationDefinition>>,
     table_logs: RwLock<HashMap<String, Arc<TableLog>>>,
     /// Materialized views' (and side outputs') providers, each holding
@@ -96,6 +99,7 @@ impl Relations {
             .schema(SCHEMA_NAME)
             .ok_or_else(|| WeirError::internal("the public schema is missing"))?;
         let schemas = schemas::load(&*store)?;
+        let indexes = indexes::load(&*store)?;
         let mut definitions = BTreeMap::new();
         for (stored_key, value) in store.scan_prefix(&key(&[b"catalog", b"relation", b""]))? {
             let definition: RelationDefinition = decode_catalog_entry(&stored_key, &value)?;
@@ -113,6 +117,7 @@ impl Relations {
         let next_id = sinks
             .values()
             .map(|entry| entry.definition.id + 1)
+            .chain(indexes.values().map(|index| index.id + 1))
             .fold(next_id, u64::max);
         let relations = Relations {
             sinks: RwLock::new(sinks),
@@ -121,6 +126,7 @@ impl Relations {
             database,
             schema,
             schemas: RwLock::new(schemas),
+            indexes: RwLock::new(indexes),
             definitions: RwLock::new(definitions),
             table_logs: RwLock::new(HashMap::new()),
             view_results: RwLock::new(HashMap::new()),
@@ -209,7 +215,10 @@ impl Relations {
     /// Fails with 42P07 when `name` is taken (by us or a built-in).
     pub fn check_name_free(&self, name: &str) -> Result<()> {
         let (schema, table) = self.placement(name);
-        if self.read().contains_key(name) || schema.table_exist(table) || self.sink(name).is_some()
+        if self.read().contains_key(name)
+            || schema.table_exist(table)
+            || self.sink(name).is_some()
+            || self.is_index(name)
         {
             return Err(WeirError::new(
                 sqlstate::DUPLICATE_TABLE,
@@ -495,6 +504,7 @@ impl Relations {
         }
         let mut batch = WriteBatch::new();
         batch.delete(definition_key(definition.id));
+        self.delete_indexes_of(name, &mut batch);
         match kind {
             RelationKind::Table => {
                 batch.delete_prefix(crate::connectors::table::entries_prefix(definition.id));
@@ -515,6 +525,7 @@ impl Relations {
             batch.delete(crate::connectors::view_result::view_head_key(id));
         }
         self.store.commit(batch)?;
+        self.forget_indexes_of(name);
         self.deregister(name)?;
         if definition.side_output_id.is_some() {
             let late = side_output_name(name);

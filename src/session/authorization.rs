@@ -153,6 +153,8 @@ impl Checker<'_> {
                 self.reads(&create.input, None)
             }
             DdlStatement::CreateExternalTable(_) => self.create(),
+            // Postgres: the table's owner indexes it.
+            DdlStatement::CreateIndex(create) => self.owner(&key(self.engine, &create.table)),
             DdlStatement::DropTable(drop) => self.owner(&key(self.engine, &drop.name)),
             DdlStatement::DropView(drop) => self.owner(&key(self.engine, &drop.name)),
             _ => Err(superusers_only()),
@@ -161,6 +163,14 @@ impl Checker<'_> {
 
     fn utility(&self, utility: &Utility) -> Result<()> {
         match utility {
+            Utility::DropIndex { names, .. } => {
+                names
+                    .iter()
+                    .try_for_each(|name| match self.engine.relations().index(name) {
+                        Some(index) => self.owner(&index.table),
+                        None => Ok(()),
+                    })
+            }
             Utility::DropMaterializedView { names, .. } | Utility::DropSource { names, .. } => {
                 names.iter().try_for_each(|name| self.owner(name))
             }

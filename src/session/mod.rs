@@ -124,6 +124,7 @@ fn changes_catalog(action: &Action) -> bool {
         Action::Utility(utility) => matches!(
             utility,
             Utility::DropMaterializedView { .. }
+                | Utility::DropIndex { .. }
                 | Utility::DropSource { .. }
                 | Utility::AlterRetention(_)
                 | Utility::Sink(
@@ -526,6 +527,9 @@ impl Session {
         match plan {
             LogicalPlan::Ddl(DdlStatement::CreateCatalogSchema(create)) => {
                 Ok(Outcome::Done(self.create_schema(&create, &prepared.sql)?))
+            }
+            LogicalPlan::Ddl(DdlStatement::CreateIndex(create)) => {
+                Ok(Outcome::Done(self.engine.create_index(&create)?))
             }
             LogicalPlan::Ddl(DdlStatement::DropCatalogSchema(drop)) => Ok(Outcome::Done(
                 self.engine

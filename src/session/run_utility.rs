@@ -133,6 +133,9 @@ impl Session {
                 names.sort();
                 rows(schema, names)
             }
+            Utility::DropIndex { names, if_exists } => {
+                Ok(Outcome::Done(self.engine.drop_indexes(names, *if_exists)?))
+            }
             Utility::DropMaterializedView { names, if_exists } => {
                 let mut done = CommandDone::new("DROP MATERIALIZED VIEW");
                 for name in names {

@@ -133,7 +133,9 @@ fn bare(name: &ast::ObjectName) -> Option<&ast::Ident> {
 
 fn exists(relations: &Relations, schema: &str, name: &str) -> bool {
     let key = relation_key(schema, name);
-    relations.get(&key).is_some() || relations.provider(&key).is_some()
+    relations.get(&key).is_some()
+        || relations.provider(&key).is_some()
+        || relations.index(&key).is_some()
 }
 
 fn created_name(statement: &ast::Statement) -> Option<&ast::ObjectName> {

@@ -65,6 +65,11 @@ pub enum Utility {
         names: Vec<String>,
         if_exists: bool,
     },
+    /// `DROP INDEX [IF EXISTS] name, ...`: names as catalog keys.
+    DropIndex {
+        names: Vec<String>,
+        if_exists: bool,
+    },
     DropSource {
         names: Vec<String>,
         if_exists: bool,
@@ -164,6 +169,15 @@ pub fn classify(statement: &ast::Statement) -> Result<Option<Utility>> {
         ast::Statement::ShowViews {
             materialized: true, ..
         } => Utility::ShowMaterializedViews,
+        ast::Statement::Drop {
+            object_type: ast::ObjectType::Index,
+            if_exists,
+            names,
+            ..
+        } => Utility::DropIndex {
+            names: names.iter().map(crate::sql::names::key_text).collect(),
+            if_exists: *if_exists,
+        },
         ast::Statement::Drop {
             object_type: ast::ObjectType::MaterializedView,
             if_exists,

@@ -51,7 +51,7 @@ static RULES: LazyLock<Vec<Arc<dyn SqlStatementRewriteRule>>> = LazyLock::new(||
 });
 
 /// pg_catalog relations weir has and datafusion-pg-catalog has not.
-pub const ADDED_CATALOG_RELATIONS: [&str; 1] = ["pg_user"];
+pub const ADDED_CATALOG_RELATIONS: [&str; 2] = ["pg_user", "pg_indexes"];
 
 /// One catalog statement, rewritten for DataFusion.
 pub fn parse(text: &str) -> Result<ast::Statement> {

@@ -63,6 +63,19 @@ pub struct CatalogContext {
     pub system_oids: Vec<i64>,
     /// Tables with PRIMARY KEY or UNIQUE constraints.
     pub keyed: Vec<KeyedTable>,
+    /// Indexes made with CREATE INDEX.
+    pub declared: Vec<DeclaredIndex>,
+}
+
+pub struct DeclaredIndex {
+    pub oid: i64,
+    pub table_oid: i64,
+    pub namespace: i64,
+    /// Its name in its schema.
+    pub name: String,
+    /// 1-based numbers of its columns.
+    pub numbers: Vec<i64>,
+    pub method: String,
 }
 
 pub struct KeyedTable {
@@ -157,7 +170,9 @@ impl CatalogContext {
                 })
             })
             .collect();
+        let declared = declared_indexes(&relations, &oids, &relation_namespaces);
         Ok(CatalogContext {
+            declared,
             relations,
             access,
             oids,
@@ -181,6 +196,36 @@ impl CatalogContext {
             .map(|(name, oid)| (*oid, name.as_str()))
             .collect()
     }
+}
+
+/// The catalog rows of indexes made with CREATE INDEX: oids as a key's
+/// index gets them, from the index's own id (ids are never shared).
+fn declared_indexes(
+    relations: &Relations,
+    oids: &HashMap<String, i64>,
+    namespaces: &HashMap<i64, i64>,
+) -> Vec<DeclaredIndex> {
+    relations
+        .indexes()
+        .into_iter()
+        .filter_map(|index| {
+            let table_oid = *oids.get(&index.table)?;
+            let columns = relations.provider(&index.table)?.schema();
+            let numbers = index
+                .columns
+                .iter()
+                .map(|column| columns.index_of(column).map_or(0, |at| at as i64 + 1))
+                .collect();
+            Some(DeclaredIndex {
+                oid: key_oid(index.id, 0, KeyPart::Index),
+                table_oid,
+                namespace: namespaces.get(&table_oid).copied().unwrap_or(-1),
+                name: relations.reference_of(&index.name).table().to_string(),
+                numbers,
+                method: index.method,
+            })
+        })
+        .collect()
 }
 
 /// All rows of the crate's relation `name`.

@@ -101,11 +101,26 @@ impl ScalarUDFImpl for KeyDefinition {
 
 impl KeyDefinition {
     fn define(&self, logs: &[Arc<TableLog>], oid: i64, column: i64) -> Option<String> {
-        let (table_id, index, part) = decode_key_oid(oid)?;
+        let (owner_id, index, part) = decode_key_oid(oid)?;
         if part != self.part {
             return None;
         }
-        let log = logs.iter().find(|log| log.id() == table_id)?;
+        let relations = self.relations.upgrade()?;
+        let Some(log) = logs.iter().find(|log| log.id() == owner_id) else {
+            // An index made with CREATE INDEX has its own id.
+            let declared = relations.indexes().into_iter().find(|i| i.id == owner_id)?;
+            let names: Vec<String> = declared.columns.iter().map(|c| quote(c)).collect();
+            return Some(match column {
+                0 => format!(
+                    "CREATE INDEX {} ON {} USING {} ({})",
+                    quote(relations.reference_of(&declared.name).table()),
+                    qualified(&relations, &declared.table),
+                    declared.method,
+                    names.join(", ")
+                ),
+                column => names.get(column as usize - 1)?.clone(),
+            });
+        };
         let key = log.key_constraints().into_iter().nth(index)?;
         let schema = log.schema();
         let names: Vec<String> = key
@@ -116,14 +131,21 @@ impl KeyDefinition {
         Some(match part {
             KeyPart::Index if column > 0 => names.get(column as usize - 1)?.clone(),
             KeyPart::Index => format!(
-                "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
+                "CREATE UNIQUE INDEX {} ON {} USING btree ({})",
                 quote(&key.name),
-                quote(log.name()),
+                qualified(&relations, log.name()),
                 names.join(", ")
             ),
             KeyPart::Constraint => format!("{} ({})", kind(&key), names.join(", ")),
         })
     }
+}
+
+/// `schema.table` as Postgres prints it in a definition.
+fn qualified(relations: &Relations, key: &str) -> String {
+    let reference = relations.reference_of(key);
+    let schema = reference.schema().unwrap_or(crate::catalog::SCHEMA_NAME);
+    format!("{}.{}", quote(schema), quote(reference.table()))
 }
 
 fn kind(key: &KeyConstraint) -> &'static str {

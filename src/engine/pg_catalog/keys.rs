@@ -61,19 +61,69 @@ pub fn add_constraints(batch: RecordBatch, context: &CatalogContext) -> Result<R
     append(batch, &rows)
 }
 
+/// One index as pg_index and pg_class show it: a key constraint's or
+/// one made with CREATE INDEX.
+struct IndexRow<'a> {
+    oid: i64,
+    table_oid: i64,
+    namespace: i64,
+    name: &'a str,
+    numbers: Vec<i64>,
+    unique: bool,
+    primary: bool,
+    method: i64,
+}
+
+fn index_rows(context: &CatalogContext) -> Vec<IndexRow<'_>> {
+    let keys = each_key(context).map(|(table, key)| IndexRow {
+        oid: key.index_oid,
+        table_oid: table.oid,
+        namespace: table.namespace,
+        name: &key.constraint.name,
+        numbers: column_numbers(key),
+        unique: true,
+        primary: key.constraint.primary,
+        method: BTREE,
+    });
+    let declared = context.declared.iter().map(|index| IndexRow {
+        oid: index.oid,
+        table_oid: index.table_oid,
+        namespace: index.namespace,
+        name: &index.name,
+        numbers: index.numbers.clone(),
+        unique: false,
+        primary: false,
+        method: method_oid(&index.method),
+    });
+    keys.chain(declared).collect()
+}
+
+/// Postgres's oids of its access methods (pg_am).
+fn method_oid(method: &str) -> i64 {
+    match method {
+        "hash" => 405,
+        "gist" => 783,
+        "gin" => 2742,
+        "spgist" => 4000,
+        "brin" => 3580,
+        _ => BTREE,
+    }
+}
+
 pub fn add_indexes(batch: RecordBatch, context: &CatalogContext) -> Result<RecordBatch> {
-    let rows = each_key(context)
-        .map(|(table, key)| {
-            let numbers = column_numbers(key);
+    let rows = index_rows(context)
+        .into_iter()
+        .map(|index| {
+            let numbers = &index.numbers;
             let zeros = vec![0; numbers.len()];
             Ok(vec![
-                ("indexrelid", number(key.index_oid)),
-                ("indrelid", number(table.oid)),
+                ("indexrelid", number(index.oid)),
+                ("indrelid", number(index.table_oid)),
                 ("indnatts", number(numbers.len() as i64)),
                 ("indnkeyatts", number(numbers.len() as i64)),
-                ("indisunique", flag(true)),
+                ("indisunique", flag(index.unique)),
                 ("indnullsnotdistinct", flag(false)),
-                ("indisprimary", flag(key.constraint.primary)),
+                ("indisprimary", flag(index.primary)),
                 ("indisexclusion", flag(false)),
                 ("indimmediate", flag(true)),
                 ("indisclustered", flag(false)),
@@ -82,7 +132,7 @@ pub fn add_indexes(batch: RecordBatch, context: &CatalogContext) -> Result<Recor
                 ("indisready", flag(true)),
                 ("indislive", flag(true)),
                 ("indisreplident", flag(false)),
-                ("indkey", int_list(&numbers, &DataType::Int16)?),
+                ("indkey", int_list(numbers, &DataType::Int16)?),
                 ("indcollation", int_list(&zeros, &DataType::Int32)?),
                 ("indclass", int_list(&zeros, &DataType::Int32)?),
                 ("indoption", int_list(&zeros, &DataType::Int16)?),
@@ -94,18 +144,19 @@ pub fn add_indexes(batch: RecordBatch, context: &CatalogContext) -> Result<Recor
 
 /// The indexes' own `pg_class` rows (kind `'i'`).
 pub fn index_classes(context: &CatalogContext) -> Vec<Row> {
-    each_key(context)
-        .map(|(table, key)| {
+    index_rows(context)
+        .into_iter()
+        .map(|index| {
             vec![
-                ("oid", number(key.index_oid)),
-                ("relname", text(&key.constraint.name)),
-                ("relnamespace", number(table.namespace)),
+                ("oid", number(index.oid)),
+                ("relname", text(index.name)),
+                ("relnamespace", number(index.namespace)),
                 ("reltype", number(0)),
                 ("relowner", number(10)),
-                ("relam", number(BTREE)),
+                ("relam", number(index.method)),
                 ("relkind", text("i")),
                 ("relpersistence", text("p")),
-                ("relnatts", number(key.constraint.columns.len() as i64)),
+                ("relnatts", number(index.numbers.len() as i64)),
                 ("relhasindex", flag(false)),
                 ("relisshared", flag(false)),
                 ("relispartition", flag(false)),

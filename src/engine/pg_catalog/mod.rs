@@ -67,6 +67,8 @@ pub struct PgCatalogSchema {
     catalog: Weak<Relations>,
     names: OidNames,
     access: Access,
+    /// Views weir adds, planned over the others (`pg_indexes`).
+    added: std::sync::RwLock<std::collections::HashMap<String, Arc<dyn TableProvider>>>,
 }
 
 impl fmt::Debug for PgCatalogSchema {
@@ -88,7 +90,13 @@ impl PgCatalogSchema {
             catalog: Arc::downgrade(catalog),
             names: names.clone(),
             access,
+            added: Default::default(),
         }
+    }
+
+    fn added(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        let added = self.added.read().unwrap_or_else(|p| p.into_inner());
+        added.get(name).cloned()
     }
 }
 
@@ -187,12 +195,17 @@ impl SchemaProvider for PgCatalogSchema {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.inner.table_names();
         names.push(roles::USER_TABLE_NAME.to_string());
+        let added = self.added.read().unwrap_or_else(|p| p.into_inner());
+        names.extend(added.keys().cloned());
         names
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         if name == roles::USER_TABLE_NAME {
             return Ok(Some(Arc::new(roles::UserTable::new())));
+        }
+        if let Some(added) = self.added(name) {
+            return Ok(Some(added));
         }
         let table = self.inner.table(name).await?;
         Ok(match (table, Correction::of(name)) {
@@ -209,7 +222,16 @@ impl SchemaProvider for PgCatalogSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        name == roles::USER_TABLE_NAME || self.inner.table_exist(name)
+        name == roles::USER_TABLE_NAME || self.added(name).is_some() || self.inner.table_exist(name)
+    }
+
+    fn register_table(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
+        let mut added = self.added.write().unwrap_or_else(|p| p.into_inner());
+        Ok(added.insert(name, table))
     }
 }
 

@@ -118,8 +118,8 @@ fn access_lists(
     Ok(cast(&lists, batch.schema().field(at).data_type())?)
 }
 
-/// `relhasindex`, true for tables with keys (psql reads their indexes only
-/// then).
+/// `relhasindex`, true for tables with keys or indexes (psql reads their
+/// indexes only then).
 fn has_index(batch: &RecordBatch, at: usize, context: &CatalogContext) -> Result<BooleanArray> {
     let oids = int64_column(batch, "oid")?;
     let oids = oids.as_primitive::<Int64Type>();
@@ -127,10 +127,14 @@ fn has_index(batch: &RecordBatch, at: usize, context: &CatalogContext) -> Result
     Ok((0..batch.num_rows())
         .map(|row| {
             let keyed = oids.is_valid(row)
-                && context
+                && (context
                     .keyed
                     .iter()
-                    .any(|table| table.oid == oids.value(row));
+                    .any(|table| table.oid == oids.value(row))
+                    || context
+                        .declared
+                        .iter()
+                        .any(|index| index.table_oid == oids.value(row)));
             Some(keyed || (old.is_valid(row) && old.value(row)))
         })
         .collect())
