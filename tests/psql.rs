@@ -102,6 +102,36 @@ fn psql_catalog_commands() {
     assert!(tablespaces.contains("List of tablespaces"), "{tablespaces}");
     let conversions = psql(&server, "\\dc");
     assert!(conversions.contains("List of conversions"), "{conversions}");
+    // Schemas with their owners and privileges, domains (none), settings
+    // changed from their built-in values.
+    psql(&server, "CREATE SCHEMA psql_sales AUTHORIZATION weir");
+    let schemas = psql(&server, "\\dn+");
+    assert!(
+        schemas.contains("Access privileges") && schemas.contains(" psql_sales   | weir "),
+        "{schemas}"
+    );
+    let domains = psql(&server, "\\dD");
+    assert!(domains.contains("List of domains"), "{domains}");
+    let changed = psql(&server, "SET TimeZone = 'Europe/Oslo';\n\\dconfig");
+    assert!(
+        changed.contains("non-default configuration parameters")
+            && changed.contains("timezone  | Europe/Oslo"),
+        "{changed}"
+    );
+    let table = psql(
+        &server,
+        "CREATE TABLE psql_sales.orders (id INT PRIMARY KEY, shop TEXT);\n\
+         CREATE INDEX orders_shop ON psql_sales.orders (shop);\n\
+         \\d psql_sales.orders",
+    );
+    assert!(
+        table.contains("Table \"psql_sales.orders\"")
+            && table.contains("\"orders_pkey\" PRIMARY KEY, btree (id)")
+            && table.contains("\"orders_shop\" btree (shop)"),
+        "{table}"
+    );
+    let listed = psql(&server, "\\dt psql_sales.*");
+    assert!(listed.contains("psql_sales | orders | table"), "{listed}");
     // The roles, with the bootstrap superuser weir owning everything;
     // analyst, trusted on loopback, is not a role.
     let roles = psql_as(&server, "analyst", "\\du");

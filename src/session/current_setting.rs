@@ -120,6 +120,10 @@ pub struct LiveSettings {
 }
 
 impl crate::engine::pg_catalog::SettingsSource for LiveSettings {
+    fn boot_value(&self, name: &str) -> Option<String> {
+        Settings::default_of(name).map(str::to_string)
+    }
+
     fn rows(&self) -> Vec<(String, String)> {
         let settings = self.settings.lock().unwrap_or_else(|p| p.into_inner());
         match self.engine.upgrade() {

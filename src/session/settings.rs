@@ -117,6 +117,14 @@ impl Settings {
         Ok(())
     }
 
+    /// A Postgres parameter's built-in value (pg_settings.boot_val).
+    pub fn default_of(name: &str) -> Option<&'static str> {
+        KNOWN
+            .iter()
+            .find(|(known, _, _)| *known == name)
+            .map(|(_, default, _)| *default)
+    }
+
     pub fn get(&self, name: &str) -> Result<String> {
         let name = name.to_ascii_lowercase();
         if let Some(value) = self.values.get(&name) {

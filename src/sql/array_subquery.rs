@@ -18,7 +18,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::ast_build::{call, name_items, parse_query};
-use super::exists_value::keeps_rows_when_counted;
+use super::exists_value::keeps_rows_when_limited;
 
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut ArrayRewriter);
@@ -69,7 +69,7 @@ fn is_array_subquery(expr: &Expr) -> bool {
 
 fn aggregated(mut query: Box<ast::Query>) -> ast::Query {
     let order_by = query.order_by.take();
-    if keeps_rows_when_counted(&query) {
+    if keeps_rows_when_limited(&query) && query.limit_clause.is_none() && !aggregates(&query) {
         if let SetExpr::Select(select) = query.body.as_mut() {
             if let [SelectItem::UnnamedExpr(element)
             | SelectItem::ExprWithAlias { expr: element, .. }] = select.projection.as_slice()
@@ -108,6 +108,57 @@ fn aggregated(mut query: Box<ast::Query>) -> ast::Query {
         }
     }
     outer
+}
+
+/// Aggregate functions Postgres users write in a subquery's select list:
+/// a select list with one (or any window function) is aggregated whole,
+/// since `array_agg` cannot take an aggregate. Scalar functions stay in
+/// `array_agg`'s argument, so the subquery keeps its outer references
+/// where DataFusion decorrelates them (psql's `\dD`).
+const AGGREGATES: [&str; 14] = [
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "array_agg",
+    "string_agg",
+    "bool_and",
+    "bool_or",
+    "every",
+    "json_agg",
+    "jsonb_agg",
+    "json_object_agg",
+    "jsonb_object_agg",
+];
+
+fn aggregates(query: &ast::Query) -> bool {
+    struct Aggregates;
+    impl ast::Visitor for Aggregates {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            let Expr::Function(function) = expr else {
+                return ControlFlow::Continue(());
+            };
+            let name = function
+                .name
+                .0
+                .last()
+                .map(|part| part.to_string().to_lowercase());
+            let aggregate = name.is_some_and(|name| AGGREGATES.contains(&name.as_str()));
+            match aggregate || function.over.is_some() {
+                true => ControlFlow::Break(()),
+                false => ControlFlow::Continue(()),
+            }
+        }
+    }
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return true;
+    };
+    select
+        .projection
+        .iter()
+        .any(|item| ast::Visit::visit(item, &mut Aggregates).is_break())
 }
 
 /// A subquery's ORDER BY as an order of `array_agg` outside it, when it

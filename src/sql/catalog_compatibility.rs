@@ -57,7 +57,30 @@ pub const ADDED_CATALOG_RELATIONS: [&str; 2] = ["pg_user", "pg_indexes"];
 pub fn parse(text: &str) -> Result<ast::Statement> {
     let mut statement = rewritten(text)?;
     let _ = statement.visit(&mut QualifyAddedRelations);
+    let _ = statement.visit(&mut SystemColumns);
     Ok(statement)
+}
+
+/// `alias.tableoid`, the system column naming a row's table, which psql's
+/// `\dd` joins with `pg_description.classoid`: 0, since weir keeps no
+/// descriptions (comments) for any object to match, and the crate's
+/// catalog tables have no system columns.
+struct SystemColumns;
+
+impl ast::VisitorMut for SystemColumns {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+        if let ast::Expr::CompoundIdentifier(parts) = expr {
+            let system = parts.last().is_some_and(|last| {
+                last.quote_style.is_none() && last.value.eq_ignore_ascii_case("tableoid")
+            });
+            if system && parts.len() == 2 {
+                *expr = ast::Expr::value(ast::Value::Number("0".to_string(), false));
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn rewritten(text: &str) -> Result<ast::Statement> {

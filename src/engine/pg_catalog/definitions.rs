@@ -224,5 +224,7 @@ pub fn null_functions() -> Vec<ScalarUDF> {
         // out; their signatures are not kept in the catalog.
         null("pg_get_function_result", vec![DataType::Int64]),
         null("pg_get_function_arguments", vec![DataType::Int64]),
+        // psql's `\sf`: weir has no functions defined in SQL to show.
+        null("pg_get_functiondef", vec![DataType::Int64]),
     ]
 }

@@ -15,6 +15,7 @@ mod keys;
 mod pg_aggregate;
 mod pg_attribute;
 mod pg_class;
+mod pg_namespace;
 mod pg_settings;
 mod roles;
 mod rows;
@@ -115,6 +116,7 @@ enum Correction {
     Roles,
     Authid,
     Aggregate,
+    Namespace,
 }
 
 impl Correction {
@@ -132,6 +134,7 @@ impl Correction {
             "pg_roles" => Correction::Roles,
             "pg_authid" => Correction::Authid,
             "pg_aggregate" => Correction::Aggregate,
+            "pg_namespace" => Correction::Namespace,
             _ => return None,
         })
     }
@@ -152,6 +155,8 @@ impl Correction {
             // Always NULL in the crate (no privileges); psql's `\dp` passes
             // it to array_to_string.
             Correction::Attribute => vec![("attacl", DataType::Utf8, None)],
+            // Likewise for psql's `\dn+`.
+            Correction::Namespace => vec![("nspacl", DataType::Utf8, None)],
             // Argument type oids (pgcli casts them to regtype[]).
             Correction::Procedure => vec![
                 ("proargtypes", oid.clone(), oidvector),
@@ -167,6 +172,8 @@ impl Correction {
     fn missing_columns(self) -> Vec<Field> {
         let text_list = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
         match self {
+            // The value before anything set it (psql's `\dconfig`).
+            Correction::Settings => vec![Field::new("boot_val", DataType::Utf8, true)],
             Correction::Class => vec![
                 Field::new("relacl", text_list.clone(), true),
                 // Storage options (SQLAlchemy's `get_indexes` reads them).
@@ -185,6 +192,7 @@ impl Correction {
             Correction::Views => views::add_views(batch, context),
             Correction::MaterializedViews => views::add_materialized_views(batch, context),
             Correction::AttributeDefaults => column_defaults::add_defaults(batch, context),
+            Correction::Namespace => pg_namespace::correct(batch, context),
             _ => Ok(batch),
         }
     }
@@ -299,7 +307,7 @@ impl TableProvider for CorrectedTable {
         let batch = datafusion::arrow::compute::concat_batches(&self.inner.schema(), &batches)?;
         let batch = rows::parse_lists(batch, &self.listed_schema())?;
         let batch = match self.correction {
-            Correction::Settings => pg_settings::session_rows(batch, &self.listed_schema(), state)?,
+            Correction::Settings => pg_settings::session_rows(batch, &self.schema(), state)?,
             Correction::Roles => roles::role_rows(batch, state)?,
             Correction::Authid => roles::named_authid(batch)?,
             Correction::Aggregate => {

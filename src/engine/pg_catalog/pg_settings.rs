@@ -16,6 +16,11 @@ use datafusion::error::Result;
 /// scans `pg_settings` (live: the planning state outlives a SET).
 pub trait SettingsSource: Send + Sync {
     fn rows(&self) -> Vec<(String, String)>;
+
+    /// The value a parameter has before anything sets it (`boot_val`).
+    fn boot_value(&self, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 pub struct SessionSettingRows(pub Arc<dyn SettingsSource>);
@@ -34,7 +39,20 @@ pub fn session_rows(
     let column = |values: Vec<&str>| Arc::new(StringArray::from(values)) as ArrayRef;
     let names: Vec<&str> = settings.iter().map(|(name, _)| name.as_str()).collect();
     let values: Vec<&str> = settings.iter().map(|(_, value)| value.as_str()).collect();
-    let sources: Vec<&str> = settings.iter().map(|_| "default").collect();
+    let boots: Vec<Option<String>> = settings
+        .iter()
+        .map(|(name, _)| source.0.boot_value(name))
+        .collect();
+    // Postgres says where a value came from; weir: its built-in value or
+    // set (by SET, the connection or ALTER SYSTEM).
+    let sources: Vec<&str> = settings
+        .iter()
+        .zip(&boots)
+        .map(|((_, value), boot)| match boot {
+            Some(boot) if boot != value => "session",
+            _ => "default",
+        })
+        .collect();
     let rows = settings.len();
     let columns = schema
         .fields()
@@ -43,6 +61,7 @@ pub fn session_rows(
             "name" => column(Vec::clone(&names)),
             "setting" | "reset_val" => column(Vec::clone(&values)),
             "source" => column(Vec::clone(&sources)),
+            "boot_val" => Arc::new(StringArray::from(boots.clone())) as ArrayRef,
             _ => new_null_array(field.data_type(), rows),
         })
         .collect();
