@@ -63,8 +63,9 @@ pub struct RelationDefinition {
 /// and INTERSECT ALL count copies (they were anti / semi joins), a view's
 /// query gets the Postgres rewrites a query gets (sql::postgres_rewrites:
 /// to_char templates, interval texts, EXISTS as a value, ...), and a table
-/// without a primary key takes UPDATE and DELETE.
-pub const SQL_EDITION: u32 = 3;
+/// without a primary key takes UPDATE and DELETE; 4, a numeric or double
+/// cast to an integer rounds (it truncated: sql::integer_casts).
+pub const SQL_EDITION: u32 = 4;
 
 /// The relation that keeps the records a source's connector rejected.
 pub fn rejected_name(source: &str) -> String {

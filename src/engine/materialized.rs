@@ -95,8 +95,9 @@ impl Engine {
         // Postgres's constructs rewritten as in a query, from SQL edition 3
         // on (sql::postgres_rewrites).
         let mut statement = view.statement.clone();
-        if crate::sql::edition::of(state.config_options()) >= 3 {
-            crate::sql::postgres_rewrites(&mut statement)?;
+        let edition = crate::sql::edition::of(state.config_options());
+        if edition >= 3 {
+            crate::sql::postgres_rewrites(&mut statement, edition)?;
         }
         let ast::Statement::CreateView(create) = &statement else {
             return Err(WeirError::internal("not a CREATE MATERIALIZED VIEW"));
@@ -491,5 +492,30 @@ mod tests {
             literal_type(planning_state(state, 1)).await,
             DataType::Float64
         );
+    }
+
+    /// Edition 4 rounds a numeric cast to an integer; a view from before
+    /// keeps truncating, as its stored rows were computed.
+    #[tokio::test]
+    async fn a_view_from_before_rounding_casts_keeps_truncating() {
+        let state = super::super::new_context().unwrap().state();
+        let value = |state: SessionState| async move {
+            let plan = state
+                .create_logical_plan("SELECT CAST(v AS INT) FROM (VALUES (2.5)) AS t(v)")
+                .await
+                .unwrap();
+            let plan = state.optimize(&plan).unwrap();
+            let physical = state.create_physical_plan(&plan).await.unwrap();
+            let batches = datafusion::physical_plan::collect(physical, state.task_ctx())
+                .await
+                .unwrap();
+            let column = batches[0].column(0).clone();
+            datafusion::arrow::array::AsArray::as_primitive::<
+                datafusion::arrow::datatypes::Int32Type,
+            >(&column)
+            .value(0)
+        };
+        assert_eq!(value(planning_state(state.clone(), SQL_EDITION)).await, 3);
+        assert_eq!(value(planning_state(state, 3)).await, 2);
     }
 }

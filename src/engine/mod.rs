@@ -409,6 +409,11 @@ fn new_context() -> Result<SessionContext> {
         sql::checked_arithmetic::CheckedArithmeticRule::default(),
     ));
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
+    context.register_udf(sql::age::function());
+    context.register_udf(sql::chr::function());
+    for function in sql::justify::functions() {
+        context.register_udf(function);
+    }
     // Timestamps written to the minute (sql::timestamp_text).
     context.add_analyzer_rule(Arc::new(sql::timestamp_text::TimestampTextRule::default()));
     // Coercion casts on integer literals folded into them (sql::literal_types).
@@ -417,6 +422,8 @@ fn new_context() -> Result<SessionContext> {
     context.add_analyzer_rule(Arc::new(sql::bytea_input::ByteaInputRule::default()));
     // Casts to text where Postgres and Arrow differ (sql::text_casts).
     context.add_analyzer_rule(Arc::new(sql::text_casts::TextCastRule));
+    // Numerics and doubles round to integers, as in Postgres (sql::integer_casts).
+    context.add_analyzer_rule(Arc::new(sql::integer_casts::IntegerCastRule));
     // interval * number and interval / number, planned before coercion.
     datafusion::execution::FunctionRegistry::register_expr_planner(
         &mut context,

@@ -312,7 +312,36 @@ fn execution_error_to_weir(text: String) -> WeirError {
     if text.contains("Cannot cast") || text.contains("Cast error") {
         return WeirError::new(sqlstate::INVALID_TEXT_REPRESENTATION, text);
     }
+    if let Some(error) = function_argument_error(&text) {
+        return error;
+    }
     invalid_regex(&text).unwrap_or_else(|| WeirError::new(sqlstate::DATA_EXCEPTION, text))
+}
+
+/// DataFusion's errors for function arguments Postgres also refuses, with
+/// Postgres's SQLSTATE and message (found by tests/postgres_differential.rs).
+fn function_argument_error(text: &str) -> Option<WeirError> {
+    let (code, message) = if text.contains("negative count not allowed")
+        || text.contains("negative substring length")
+    {
+        ("22011", "negative substring length not allowed")
+    } else if text.contains("interval out of range") {
+        ("22008", "interval out of range")
+    } else if text.contains("field position must not be zero") {
+        ("22023", "field position must not be zero")
+    } else if text.contains("chr: null character not permitted") {
+        ("54000", "null character not permitted")
+    } else if text.contains("chr: character number must be positive") {
+        ("22023", "character number must be positive")
+    } else if text.contains("chr: requested character too large") {
+        ("54000", "requested character too large for encoding")
+    } else if text.contains("Signed integer overflow") || text.contains("overflow on abs(") {
+        // gcd, lcm, abs past their type's range.
+        (sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+    } else {
+        return None;
+    };
+    Some(WeirError::new(code, message))
 }
 
 /// A pattern the regex crate cannot compile (its message, or Arrow's
@@ -381,6 +410,7 @@ fn arrow_error_to_weir(error: datafusion::arrow::error::ArrowError) -> WeirError
         other => {
             let text = other.to_string();
             timestamp_overflow(&text)
+                .or_else(|| function_argument_error(&text))
                 .or_else(|| invalid_regex(&text))
                 .unwrap_or_else(|| WeirError::new(sqlstate::DATA_EXCEPTION, text))
         }
@@ -400,6 +430,16 @@ mod tests {
         let error = WeirError::from(ParserError::ParserError("Expected: x".into()));
         assert_eq!(error.code, sqlstate::SYNTAX_ERROR);
         assert!(error.hint.is_some());
+    }
+
+    #[test]
+    fn function_argument_errors_have_postgres_codes() {
+        let overflow = datafusion::arrow::error::ArrowError::ComputeError(
+            "Signed integer overflow in GCD(-9223372036854775808, 0)".to_string(),
+        );
+        assert_eq!(WeirError::from(overflow).code, "22003");
+        let substring = DataFusionError::Execution("negative count not allowed: -1".into());
+        assert_eq!(WeirError::from(substring).code, "22011");
     }
 
     #[test]

@@ -56,6 +56,38 @@ pub fn rewrite(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     ))))
 }
 
+/// `NULLIF(a, b)` of intervals as `CASE WHEN a = b THEN NULL ELSE a END`,
+/// so that `rewrite` compares them as Postgres does (NULLIF compared the
+/// fields: `NULLIF(INTERVAL '24 hours', INTERVAL '1 day')` was not NULL).
+pub fn nullif(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let Expr::ScalarFunction(call) = &expr else {
+        return Ok(Transformed::no(expr));
+    };
+    let is_interval =
+        |operand: &Expr| matches!(operand.get_type(schema), Ok(DataType::Interval(_)));
+    let [value, other] = call.args.as_slice() else {
+        return Ok(Transformed::no(expr));
+    };
+    if call.name() != "nullif" || !is_interval(value) || !is_interval(other) {
+        return Ok(Transformed::no(expr));
+    }
+    // Built already compared on the line of time: the walk does not come
+    // back to the new comparison.
+    let equal = rewrite(
+        Expr::BinaryExpr(BinaryExpr::new(
+            Box::new(value.clone()),
+            Operator::Eq,
+            Box::new(other.clone()),
+        )),
+        schema,
+    )?
+    .data;
+    let data_type = value.get_type(schema)?;
+    let null = Expr::Literal(datafusion::common::ScalarValue::try_from(&data_type)?, None);
+    let case = datafusion::logical_expr::when(equal, null).otherwise(value.clone())?;
+    Ok(Transformed::yes(case))
+}
+
 fn is_comparison(op: Operator) -> bool {
     matches!(
         op,

@@ -10,14 +10,27 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{self, DataType, Expr, Value, VisitMut, VisitorMut};
 
-pub fn rewrite(statement: &mut ast::Statement) {
-    let _ = statement.visit(&mut IntervalTexts);
+/// From SQL edition 4, also `('…')::interval` (the literal in
+/// parentheses) and `- INTERVAL '…'`: DataFusion negated the literal's
+/// text, so `- INTERVAL '1 mon 2 days'` was `-1 mons +2 days`; it becomes
+/// `(INTERVAL '0 seconds' - INTERVAL '…')`, every part negated.
+pub fn rewrite(statement: &mut ast::Statement, edition: u32) {
+    let _ = statement.visit(&mut IntervalTexts { edition });
 }
 
-struct IntervalTexts;
+struct IntervalTexts {
+    edition: u32,
+}
 
 impl VisitorMut for IntervalTexts {
     type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if self.edition >= 4 {
+            negate_by_subtraction(expr);
+        }
+        ControlFlow::Continue(())
+    }
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         let literal = match expr {
@@ -29,6 +42,10 @@ impl VisitorMut for IntervalTexts {
             } => expr.as_mut(),
             _ => return ControlFlow::Continue(()),
         };
+        let literal = match literal {
+            Expr::Nested(inner) if self.edition >= 4 => inner.as_mut(),
+            other => other,
+        };
         if let Expr::Value(value) = literal {
             if let Value::SingleQuotedString(text) = &mut value.value {
                 if let Some(normalised) = normalise(text) {
@@ -38,6 +55,38 @@ impl VisitorMut for IntervalTexts {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// `- INTERVAL '…'` as `(INTERVAL '0 seconds' - INTERVAL '…')`.
+fn negate_by_subtraction(expr: &mut Expr) {
+    let Expr::UnaryOp {
+        op: ast::UnaryOperator::Minus,
+        expr: operand,
+    } = expr
+    else {
+        return;
+    };
+    let interval = match operand.as_ref() {
+        Expr::Interval(_) => operand.as_ref().clone(),
+        Expr::Nested(inner) if matches!(inner.as_ref(), Expr::Interval(_)) => {
+            inner.as_ref().clone()
+        }
+        _ => return,
+    };
+    let zero = Expr::Interval(ast::Interval {
+        value: Box::new(Expr::value(Value::SingleQuotedString(
+            "0 seconds".to_string(),
+        ))),
+        leading_field: None,
+        leading_precision: None,
+        last_field: None,
+        fractional_seconds_precision: None,
+    });
+    *expr = Expr::Nested(Box::new(Expr::BinaryOp {
+        left: Box::new(zero),
+        op: ast::BinaryOperator::Minus,
+        right: Box::new(interval),
+    }));
 }
 
 /// `text` with Postgres's time part, `@` and `ago` spelled as units; None

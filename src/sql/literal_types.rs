@@ -45,14 +45,20 @@ pub fn postgres_types(plan: LogicalPlan, config: &ConfigOptions) -> Result<Logic
     let skip = |plan: &LogicalPlan| matches!(plan, LogicalPlan::Limit(_) | LogicalPlan::Values(_));
     let plan = rewrite_expressions_except(plan, skip, |expr, _| Ok(retyped(expr)))?;
     let plan = conform_dml(plan)?;
-    // One walk for the three rewrites, in this order: a numeric beside a
-    // double becomes a double before division picks a numeric scale.
+    // One walk for the rewrites, in this order: a numeric beside a double
+    // becomes a double before division picks a numeric scale; NULLIF of
+    // intervals (edition 4) becomes a comparison interval_order then makes.
+    let edition = super::edition::of(config);
     rewrite_expressions_except(
         plan,
         |_| false,
         |expr, schema| {
             super::float_numeric::rewrite(expr, schema)?
                 .transform_data(|expr| super::numeric_division::rewrite(expr, schema))?
+                .transform_data(|expr| match edition >= 4 {
+                    true => super::interval_order::nullif(expr, schema),
+                    false => Ok(Transformed::no(expr)),
+                })?
                 .transform_data(|expr| super::interval_order::rewrite(expr, schema))
         },
     )

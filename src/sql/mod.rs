@@ -3,6 +3,7 @@
 //! EMIT, SUBSCRIBE, ...) can be added here without touching the rest; every
 //! standard statement is handed on as sqlparser's AST for DataFusion to plan.
 
+pub mod age;
 mod alter_system;
 pub mod alter_table;
 mod array_subquery;
@@ -13,6 +14,7 @@ mod catalog_compatibility;
 mod catalog_lookups;
 pub mod character_lengths;
 pub mod checked_arithmetic;
+pub mod chr;
 mod client_idioms;
 pub mod counted_set_operations;
 pub mod date_function;
@@ -26,17 +28,20 @@ pub mod float_numeric;
 pub mod format_function;
 pub mod generate_subscripts;
 mod in_list_conditions;
+pub mod integer_casts;
 mod interval;
 pub mod interval_arithmetic;
 pub mod interval_order;
 pub mod interval_style;
 pub mod interval_text;
 pub mod json_build_object;
+pub mod justify;
 pub mod like_escape;
 mod limits;
 pub mod literal_types;
 mod lookup_join;
 pub mod materialized;
+mod mod_function;
 pub mod names;
 pub mod numeric_division;
 pub mod numeric_sum;

@@ -196,7 +196,7 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
     // Before anything walks the tree recursively.
     super::limits::check_nesting(&statement)?;
     let mut statement = windows::rewrite(statement)?;
-    postgres_rewrites(&mut statement)?;
+    postgres_rewrites(&mut statement, crate::catalog::SQL_EDITION)?;
     Ok(match options {
         Some(options) => Statement::CreateTable {
             statement: Box::new(statement),
@@ -211,12 +211,15 @@ fn parse_one(tokens: Vec<TokenWithSpan>) -> Result<Statement> {
 /// it plans as Postgres means them. A query's statement gets them when
 /// parsed; a materialized view's when planned (engine::materialized), from
 /// SQL edition 3 on, as views of earlier editions were planned without.
-pub fn postgres_rewrites(statement: &mut ast::Statement) -> Result<()> {
+/// `edition`: the SQL edition the statement is planned by (a view keeps
+/// its own; catalog::SQL_EDITION).
+pub fn postgres_rewrites(statement: &mut ast::Statement, edition: u32) -> Result<()> {
     super::character_lengths::rewrite(statement);
     // Before naming repeated columns: these two name the items they change.
     super::special_registers::rewrite(statement);
     super::exists_value::rewrite(statement);
     super::array_subquery::rewrite(statement);
+    super::mod_function::rewrite(statement);
     super::first_row_subquery::rewrite(statement);
     super::in_list_conditions::rewrite(statement);
     super::repeated_columns::name_repeated_columns(statement);
@@ -224,7 +227,7 @@ pub fn postgres_rewrites(statement: &mut ast::Statement) -> Result<()> {
     super::generate_subscripts::rewrite(statement);
     super::field_access::rewrite(statement);
     super::date_function::rewrite(statement);
-    super::interval_text::rewrite(statement);
+    super::interval_text::rewrite(statement, edition);
     super::to_char_pattern::rewrite(statement)
 }
 

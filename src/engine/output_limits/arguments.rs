@@ -48,7 +48,7 @@ impl Argument {
         }
     }
 
-    fn is_null(&self, row: usize) -> bool {
+    pub fn is_null(&self, row: usize) -> bool {
         self.values.is_null(self.index(row))
     }
 

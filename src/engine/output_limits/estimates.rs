@@ -75,6 +75,11 @@ fn repeat(arguments: &[Argument], row: usize) -> u64 {
 
 /// `length` characters, each one byte when the text and the fill are ASCII.
 fn pad(arguments: &[Argument], row: usize) -> u64 {
+    // A NULL text or fill gives NULL, whatever the length (Postgres:
+    // `lpad(NULL, 2147483647)` is NULL, not an error).
+    if arguments[0].is_null(row) || arguments.get(2).is_some_and(|fill| fill.is_null(row)) {
+        return 0;
+    }
     let ascii =
         arguments[0].is_ascii(row) && arguments.get(2).is_none_or(|fill| fill.is_ascii(row));
     let width = if ascii { 1 } else { MAX_CHARACTER_BYTES };
