@@ -64,7 +64,10 @@ pub struct RelationDefinition {
 /// query gets the Postgres rewrites a query gets (sql::postgres_rewrites:
 /// to_char templates, interval texts, EXISTS as a value, ...), and a table
 /// without a primary key takes UPDATE and DELETE; 4, a numeric or double
-/// cast to an integer rounds (it truncated: sql::integer_casts).
+/// cast to an integer rounds (it truncated: sql::integer_casts),
+/// `timestamp - timestamp` is an interval (it was a duration:
+/// sql::timestamp_difference), `- INTERVAL '…'` negates every part and
+/// NULLIF compares intervals on one line of time.
 pub const SQL_EDITION: u32 = 4;
 
 /// The relation that keeps the records a source's connector rejected.

@@ -366,7 +366,26 @@ pub(super) fn planning_state(mut state: SessionState, edition: u32) -> SessionSt
             .sql_parser
             .parse_float_as_decimal = false;
     }
+    if edition < 4 {
+        state = without_timestamp_differences(state);
+    }
     state
+}
+
+/// The state without the planner that makes `timestamp - timestamp` an
+/// interval (SQL edition 4): a view from before keeps its durations.
+fn without_timestamp_differences(state: SessionState) -> SessionState {
+    let planners: Vec<_> = state
+        .expr_planners()
+        .iter()
+        .filter(|planner| {
+            !format!("{planner:?}").starts_with(crate::sql::timestamp_difference::PLANNER_NAME)
+        })
+        .cloned()
+        .collect();
+    datafusion::execution::SessionStateBuilder::new_from_existing(state)
+        .with_expr_planners(planners)
+        .build()
 }
 
 /// A view that never retracts a row keeps its rows as a log.
@@ -517,5 +536,27 @@ mod tests {
         };
         assert_eq!(value(planning_state(state.clone(), SQL_EDITION)).await, 3);
         assert_eq!(value(planning_state(state, 3)).await, 2);
+    }
+
+    /// Edition 4 makes `timestamp - timestamp` an interval; a view from
+    /// before keeps the duration its stored rows have.
+    #[tokio::test]
+    async fn a_view_from_before_interval_differences_keeps_durations() {
+        let state = super::super::new_context().unwrap().state();
+        let difference_type = |state: SessionState| async move {
+            let plan = state
+                .create_logical_plan("SELECT TIMESTAMP '2024-01-02' - TIMESTAMP '2024-01-01'")
+                .await
+                .unwrap();
+            plan.schema().field(0).data_type().clone()
+        };
+        assert!(matches!(
+            difference_type(planning_state(state.clone(), SQL_EDITION)).await,
+            DataType::Interval(_)
+        ));
+        assert!(matches!(
+            difference_type(planning_state(state, 3)).await,
+            DataType::Duration(_)
+        ));
     }
 }

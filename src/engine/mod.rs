@@ -429,6 +429,11 @@ fn new_context() -> Result<SessionContext> {
         &mut context,
         Arc::new(sql::interval_arithmetic::IntervalArithmeticPlanner::default()),
     )?;
+    // timestamp - timestamp is an interval, as in Postgres (SQL edition 4).
+    datafusion::execution::FunctionRegistry::register_expr_planner(
+        &mut context,
+        Arc::new(sql::timestamp_difference::TimestampDifferencePlanner::default()),
+    )?;
     // boolean = 'f', the literal read as a boolean before coercion.
     datafusion::execution::FunctionRegistry::register_expr_planner(
         &mut context,

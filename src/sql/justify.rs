@@ -28,13 +28,20 @@ enum Justify {
 pub fn functions() -> Vec<ScalarUDF> {
     [Justify::Hours, Justify::Days, Justify::Interval]
         .into_iter()
-        .map(|justify| {
-            ScalarUDF::new_from_impl(JustifyFunction {
-                justify,
-                signature: Signature::user_defined(Volatility::Immutable),
-            })
-        })
+        .map(function)
         .collect()
+}
+
+/// `justify_hours` alone (a difference of timestamps is planned with it).
+pub fn justify_hours() -> ScalarUDF {
+    function(Justify::Hours)
+}
+
+fn function(justify: Justify) -> ScalarUDF {
+    ScalarUDF::new_from_impl(JustifyFunction {
+        justify,
+        signature: Signature::user_defined(Volatility::Immutable),
+    })
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]

@@ -62,6 +62,7 @@ pub mod subscribe;
 mod table_time;
 pub mod text_casts;
 mod text_function;
+pub mod timestamp_difference;
 pub mod timestamp_text;
 pub mod to_char_pattern;
 mod tokens;
