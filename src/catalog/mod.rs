@@ -66,8 +66,10 @@ pub struct RelationDefinition {
 /// without a primary key takes UPDATE and DELETE; 4, a numeric or double
 /// cast to an integer rounds (it truncated: sql::integer_casts),
 /// `timestamp - timestamp` is an interval (it was a duration:
-/// sql::timestamp_difference), `- INTERVAL '…'` negates every part and
-/// NULLIF compares intervals on one line of time.
+/// sql::timestamp_difference), `- INTERVAL '…'` negates every part,
+/// NULLIF compares intervals on one line of time, and EXTRACT is a
+/// numeric and date_part a double with the seconds' fraction
+/// (sql::extract_types).
 pub const SQL_EDITION: u32 = 4;
 
 /// The relation that keeps the records a source's connector rejected.

@@ -22,6 +22,7 @@ pub mod dialect;
 pub mod edition;
 mod exists_value;
 pub mod expression_walk;
+pub mod extract_types;
 mod field_access;
 mod first_row_subquery;
 pub mod float_numeric;

@@ -220,6 +220,9 @@ pub fn postgres_rewrites(statement: &mut ast::Statement, edition: u32) -> Result
     super::exists_value::rewrite(statement);
     super::array_subquery::rewrite(statement);
     super::mod_function::rewrite(statement);
+    if edition >= 4 {
+        super::extract_types::rewrite(statement);
+    }
     super::first_row_subquery::rewrite(statement);
     super::in_list_conditions::rewrite(statement);
     super::repeated_columns::name_repeated_columns(statement);
