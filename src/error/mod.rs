@@ -178,6 +178,11 @@ fn from_datafusion(error: DataFusionError) -> WeirError {
         }
         DataFusionError::External(inner) => from_external(inner),
         DataFusionError::SQL(parser_error, _) => WeirError::from(*parser_error),
+        DataFusionError::NotImplemented(text) if numeric_too_wide(&text) => WeirError::new(
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("numeric value out of range: {text}"),
+        )
+        .with_hint("weir's numeric holds up to 76 digits; use double precision for wider values."),
         DataFusionError::NotImplemented(text) => {
             WeirError::unsupported(format!("not supported: {text}"))
         }
@@ -260,6 +265,15 @@ fn schema_error_to_weir(text: String) -> WeirError {
     } else {
         WeirError::new(sqlstate::SYNTAX_OR_ACCESS_RULE, strip_prefix(&text))
     }
+}
+
+/// A number too wide for a 256-bit decimal (`1e400`, `1e-300`): Postgres's
+/// numeric holds it and its casts fail with 22003 (`CAST(1e400 AS double
+/// precision)`), so the value is out of range here too, not unsupported.
+fn numeric_too_wide(text: &str) -> bool {
+    text.contains("Decimal")
+        && (text.contains("exceeds the minimum supported scale")
+            || text.contains("exceeds the maximum supported precision"))
 }
 
 fn plan_error_to_weir(text: String) -> WeirError {
@@ -430,6 +444,14 @@ mod tests {
         let error = WeirError::from(ParserError::ParserError("Expected: x".into()));
         assert_eq!(error.code, sqlstate::SYNTAX_ERROR);
         assert!(error.hint.is_some());
+    }
+
+    #[test]
+    fn numbers_too_wide_are_out_of_range() {
+        let error = WeirError::from(DataFusionError::NotImplemented(
+            "Decimal scale -400 exceeds the minimum supported scale: -128".into(),
+        ));
+        assert_eq!(error.code, "22003");
     }
 
     #[test]

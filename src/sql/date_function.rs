@@ -56,6 +56,13 @@ fn date_argument(expr: &Expr) -> Option<Expr> {
         is_date && plain && list.clauses.is_empty(),
         list.args.as_slice(),
     ) {
+        // `date(1)`: Postgres has no date(integer) (42883); a number
+        // literal is left for the planner to refuse.
+        (true, [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))])
+            if matches!(value.value, ast::Value::Number(..)) =>
+        {
+            None
+        }
         (true, [FunctionArg::Unnamed(FunctionArgExpr::Expr(argument))]) => Some(argument.clone()),
         _ => None,
     }
