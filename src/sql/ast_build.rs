@@ -59,6 +59,39 @@ pub fn name_items(projection: &mut [SelectItem], name_of: impl Fn(&Expr) -> Opti
     }
 }
 
+/// The arguments of a plain call of `name` (unquoted, any case, one part)
+/// with exactly `count` unnamed arguments: no FILTER, OVER, WITHIN GROUP,
+/// parameters or clauses. The rewrites of Postgres's function spellings
+/// (`date(x)`, `mod(a, b)`, `date_part('f', x)`) match calls with it.
+pub fn plain_call_arguments<'a>(expr: &'a Expr, name: &str, count: usize) -> Option<Vec<&'a Expr>> {
+    let Expr::Function(function) = expr else {
+        return None;
+    };
+    let [part] = function.name.0.as_slice() else {
+        return None;
+    };
+    let named = part
+        .as_ident()
+        .is_some_and(|ident| ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case(name));
+    let plain = function.filter.is_none()
+        && function.over.is_none()
+        && function.within_group.is_empty()
+        && matches!(function.parameters, ast::FunctionArguments::None);
+    let ast::FunctionArguments::List(list) = &function.args else {
+        return None;
+    };
+    if !named || !plain || !list.clauses.is_empty() || list.args.len() != count {
+        return None;
+    }
+    list.args
+        .iter()
+        .map(|argument| match argument {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(expr)) => Some(expr),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `sql` after `rewrite`, as text (the rewrites' unit tests).
 #[cfg(test)]
 pub fn rewritten(sql: &str, rewrite: fn(&mut ast::Statement)) -> String {

@@ -6,10 +6,9 @@
 
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{
-    self, CastKind, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, VisitMut,
-    VisitorMut,
-};
+use datafusion::sql::sqlparser::ast::{self, CastKind, DataType, Expr, VisitMut, VisitorMut};
+
+use super::ast_build::plain_call_arguments;
 
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut DateRewriter);
@@ -34,37 +33,16 @@ impl VisitorMut for DateRewriter {
     }
 }
 
-/// The argument of a plain one-argument `date(…)` call.
+/// The argument of a plain one-argument `date(…)` call. `date(1)`:
+/// Postgres has no date(integer) (42883); a number literal is left for the
+/// planner to refuse.
 fn date_argument(expr: &Expr) -> Option<Expr> {
-    let Expr::Function(function) = expr else {
+    let [argument] = plain_call_arguments(expr, "date", 1)?[..] else {
         return None;
     };
-    let [name] = function.name.0.as_slice() else {
-        return None;
-    };
-    let is_date = name.as_ident().is_some_and(|ident| {
-        ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("date")
-    });
-    let plain = function.filter.is_none()
-        && function.over.is_none()
-        && function.within_group.is_empty()
-        && matches!(function.parameters, FunctionArguments::None);
-    let FunctionArguments::List(list) = &function.args else {
-        return None;
-    };
-    match (
-        is_date && plain && list.clauses.is_empty(),
-        list.args.as_slice(),
-    ) {
-        // `date(1)`: Postgres has no date(integer) (42883); a number
-        // literal is left for the planner to refuse.
-        (true, [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))])
-            if matches!(value.value, ast::Value::Number(..)) =>
-        {
-            None
-        }
-        (true, [FunctionArg::Unnamed(FunctionArgExpr::Expr(argument))]) => Some(argument.clone()),
-        _ => None,
+    match argument {
+        Expr::Value(value) if matches!(value.value, ast::Value::Number(..)) => None,
+        argument => Some(argument.clone()),
     }
 }
 

@@ -11,11 +11,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, CastKind, DataType, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr,
-    FunctionArguments, SetExpr, Value, VisitMut, VisitorMut,
+    self, CastKind, DataType, ExactNumberInfo, Expr, SetExpr, Value, VisitMut, VisitorMut,
 };
 
-use super::ast_build::{call, name_items};
+use super::ast_build::{call, name_items, plain_call_arguments};
 
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut ExtractRewriter);
@@ -118,32 +117,14 @@ fn value(field: &str, part: &str, input: Expr) -> Expr {
 
 /// The field and input of a plain `date_part('field', input)` call.
 fn date_part_call(expr: &Expr) -> Option<(String, Expr)> {
-    let Expr::Function(function) = expr else {
+    let [Expr::Value(field), input] = plain_call_arguments(expr, "date_part", 2)?[..] else {
         return None;
     };
-    let [name] = function.name.0.as_slice() else {
+    let Value::SingleQuotedString(field) = &field.value else {
         return None;
     };
-    let named = name.as_ident().is_some_and(|ident| {
-        ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("date_part")
-    });
-    let FunctionArguments::List(list) = &function.args else {
-        return None;
-    };
-    let plain = named && function.filter.is_none() && function.over.is_none();
-    match (plain, list.args.as_slice()) {
-        (
-            true,
-            [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(field))), FunctionArg::Unnamed(FunctionArgExpr::Expr(input))],
-        ) => match &field.value {
-            Value::SingleQuotedString(field) => {
-                let field = field.to_lowercase();
-                planned(&field).map(|_| (field, input.clone()))
-            }
-            _ => None,
-        },
-        _ => None,
-    }
+    let field = field.to_lowercase();
+    planned(&field).map(|_| (field, input.clone()))
 }
 
 fn text(value: &str) -> Expr {

@@ -5,12 +5,9 @@
 
 use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{
-    self, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, SetExpr, VisitMut,
-    VisitorMut,
-};
+use datafusion::sql::sqlparser::ast::{self, BinaryOperator, Expr, SetExpr, VisitMut, VisitorMut};
 
-use super::ast_build::name_items;
+use super::ast_build::{name_items, plain_call_arguments};
 
 pub fn rewrite(statement: &mut ast::Statement) {
     let _ = statement.visit(&mut ModRewriter);
@@ -42,30 +39,8 @@ impl VisitorMut for ModRewriter {
 
 /// The two arguments of a plain `mod(a, b)` call.
 fn operands(expr: &Expr) -> Option<(Expr, Expr)> {
-    let Expr::Function(function) = expr else {
-        return None;
-    };
-    let [name] = function.name.0.as_slice() else {
-        return None;
-    };
-    let is_mod = name.as_ident().is_some_and(|ident| {
-        ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("mod")
-    });
-    let plain = function.filter.is_none()
-        && function.over.is_none()
-        && function.within_group.is_empty()
-        && matches!(function.parameters, FunctionArguments::None);
-    let FunctionArguments::List(list) = &function.args else {
-        return None;
-    };
-    match (
-        is_mod && plain && list.clauses.is_empty(),
-        list.args.as_slice(),
-    ) {
-        (
-            true,
-            [FunctionArg::Unnamed(FunctionArgExpr::Expr(left)), FunctionArg::Unnamed(FunctionArgExpr::Expr(right))],
-        ) => Some((left.clone(), right.clone())),
+    match plain_call_arguments(expr, "mod", 2)?[..] {
+        [left, right] => Some((left.clone(), right.clone())),
         _ => None,
     }
 }
