@@ -69,8 +69,11 @@ pub struct RelationDefinition {
 /// sql::timestamp_difference), `- INTERVAL '…'` negates every part,
 /// NULLIF compares intervals on one line of time, and EXTRACT is a
 /// numeric and date_part a double with the seconds' fraction
-/// (sql::extract_types).
-pub const SQL_EDITION: u32 = 4;
+/// (sql::extract_types); 5, a USING or NATURAL join merges its join
+/// columns as Postgres does (`*` lists them first, a FULL join's is the
+/// COALESCE of both sides, a RIGHT join's the right side's:
+/// sql::using_joins).
+pub const SQL_EDITION: u32 = 5;
 
 /// The relation that keeps the records a source's connector rejected.
 pub fn rejected_name(source: &str) -> String {

@@ -104,8 +104,10 @@ impl Engine {
         };
         let name = view_name(&self.catalog, &create.name)?;
         let query = ast::Statement::Query(create.query.clone());
+        let mut joined = query.clone();
+        crate::sql::using_joins::rewrite(&mut joined, state).await?;
         let plan = state
-            .statement_to_plan(DataFusionStatement::Statement(Box::new(query.clone())))
+            .statement_to_plan(DataFusionStatement::Statement(Box::new(joined)))
             .await?;
         let plan = crate::sql::literal_types::postgres_types(plan, state.config_options())?;
         let sources = EngineSources {

@@ -84,3 +84,39 @@ async fn a_view_from_before_interval_differences_keeps_durations() {
         DataType::Duration(_)
     ));
 }
+
+/// Edition 5 merges a USING join's columns (sql::using_joins); a view
+/// from before keeps DataFusion's columns: the left table's first.
+#[tokio::test]
+async fn a_view_from_before_merged_join_columns_keeps_the_tables_order() {
+    let state = super::super::new_context().unwrap().state();
+    let columns = |state: SessionState| async move {
+        let mut statement = crate::sql::parse(
+            "SELECT * FROM (VALUES (1, 2)) AS a(x, g) JOIN (VALUES (2, 3)) AS b(g, y) USING (g)",
+        )
+        .unwrap()
+        .pop();
+        let Some(crate::sql::Statement::Standard(statement)) = statement.as_mut() else {
+            unreachable!("a query");
+        };
+        crate::sql::using_joins::rewrite(statement, &state)
+            .await
+            .unwrap();
+        let plan = state
+            .statement_to_plan(DataFusionStatement::Statement(statement.clone()))
+            .await
+            .unwrap();
+        let names: Vec<String> = plan
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        names.join(",")
+    };
+    assert_eq!(
+        columns(planning_state(state.clone(), SQL_EDITION)).await,
+        "g,x,y"
+    );
+    assert_eq!(columns(planning_state(state, 4)).await, "x,g,y");
+}

@@ -230,7 +230,9 @@ impl Engine {
         state: &SessionState,
         statement: &ast::Statement,
     ) -> Result<LogicalPlan> {
-        let statement = DataFusionStatement::Statement(Box::new(statement.clone()));
+        let mut statement = statement.clone();
+        sql::using_joins::rewrite(&mut statement, state).await?;
+        let statement = DataFusionStatement::Statement(Box::new(statement));
         let plan = state.statement_to_plan(statement).await?;
         // Literal types and explicit text casts are already in the plan;
         // corrected here too, as clients are told the result types of this

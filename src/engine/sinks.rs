@@ -323,7 +323,8 @@ impl Engine {
             return Ok(None);
         };
         let state = super::materialized::planning_state(self.state(), definition.sql_edition);
-        let query = ast::Statement::Query(create.query.clone());
+        let mut query = ast::Statement::Query(create.query.clone());
+        crate::sql::using_joins::rewrite(&mut query, &state).await?;
         let plan = state
             .statement_to_plan(DataFusionStatement::Statement(Box::new(query)))
             .await?;

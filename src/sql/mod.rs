@@ -68,6 +68,7 @@ pub mod timestamp_text;
 pub mod to_char_pattern;
 mod tokens;
 pub mod units;
+pub mod using_joins;
 pub mod version;
 mod view_options;
 mod widened_sum;

@@ -382,6 +382,18 @@ impl QueryGenerator {
                 "SELECT g AS c1, count(*) AS c2 FROM t1 FULL JOIN t3 USING (g) GROUP BY g",
                 2,
             ),
+            (
+                "SELECT g AS c1, count(*) AS c2, max(label) AS c3 FROM t1 FULL JOIN t2 USING (g) GROUP BY g",
+                3,
+            ),
+            (
+                "SELECT g AS c1, label AS c2, t1.g AS c3 FROM t1 RIGHT JOIN t2 USING (g)",
+                3,
+            ),
+            (
+                "SELECT g AS c1, name AS c2, id AS c3, label AS c4 FROM t1 NATURAL JOIN t2 NATURAL JOIN t3",
+                4,
+            ),
         ]);
         (sql.to_string(), width)
     }
