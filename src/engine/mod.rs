@@ -416,6 +416,19 @@ fn new_context() -> Result<SessionContext> {
     for function in sql::justify::functions() {
         context.register_udf(function);
     }
+    // to_timestamp(1e20) is 22008, not 2262 (sql::to_timestamp).
+    if let Some(inner) = context
+        .state()
+        .scalar_functions()
+        .get("to_timestamp")
+        .cloned()
+    {
+        context.register_udf(sql::to_timestamp::function(inner));
+    }
+    // length(5) is 42883, as in Postgres (sql::text_arguments).
+    for function in sql::text_arguments::functions() {
+        context.register_udf(function);
+    }
     // Timestamps written to the minute (sql::timestamp_text).
     context.add_analyzer_rule(Arc::new(sql::timestamp_text::TimestampTextRule::default()));
     // Coercion casts on integer literals folded into them (sql::literal_types).

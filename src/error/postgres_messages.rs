@@ -27,6 +27,7 @@ const RULES: &[Rule] = &[
     invalid_date,
     timestamp_input,
     missing_function,
+    function_mismatch,
     operator_mismatch,
 ];
 
@@ -318,6 +319,42 @@ fn missing_function(text: &str) -> Option<WeirError> {
     })
 }
 
+/// "No function matches the given name and argument types 'f(Int64,
+/// Utf8)'" (with DataFusion's list of every signature it tried).
+fn function_mismatch(text: &str) -> Option<WeirError> {
+    let call = between(
+        text,
+        "No function matches the given name and argument types '",
+        "'",
+    )?;
+    let (name, arguments) = call.strip_suffix(')')?.split_once('(')?;
+    let mut types = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (index, character) in arguments.char_indices() {
+        match character {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                types.push(type_name(&arguments[start..index]));
+                start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    if !arguments.trim().is_empty() {
+        types.push(type_name(&arguments[start..]));
+    }
+    Some(
+        WeirError::new(
+            sqlstate::UNDEFINED_FUNCTION,
+            format!("function {name}({}) does not exist", types.join(", ")),
+        )
+        .with_hint(
+            "No function matches the given name and argument types. You might need to add explicit type casts.",
+        ),
+    )
+}
+
 /// "Cannot coerce arithmetic expression Utf8 + Int64 to valid types".
 fn operator_mismatch(text: &str) -> Option<WeirError> {
     let expression = between(
@@ -383,6 +420,8 @@ mod tests {
             ("Error parsing timestamp from 'not a time': error parsing date", "22007", "invalid input syntax for type timestamp: \"not a time\""),
             ("Invalid function 'nope'. Did you mean 'now'?", "42883", "function nope does not exist"),
             ("Cannot coerce arithmetic expression Utf8 + Int64 to valid types", "42883", "operator does not exist: text + bigint"),
+            ("Internal error: Function 'reverse' failed. No function matches the given name and argument types 'reverse(Int64)'. You might", "42883", "function reverse(bigint) does not exist"),
+            ("No function matches the given name and argument types 'lpad(Decimal128(10, 2), Utf8)'.", "42883", "function lpad(numeric, text) does not exist"),
         ];
         for (text, code, message) in cases {
             assert_eq!(
