@@ -112,6 +112,11 @@ fn psql_catalog_commands() {
     );
     let domains = psql(&server, "\\dD");
     assert!(domains.contains("List of domains"), "{domains}");
+    let descriptions = psql(&server, "\\dd");
+    assert!(
+        descriptions.contains("Object descriptions"),
+        "{descriptions}"
+    );
     let changed = psql(&server, "SET TimeZone = 'Europe/Oslo';\n\\dconfig");
     assert!(
         changed.contains("non-default configuration parameters")

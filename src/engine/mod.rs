@@ -387,6 +387,15 @@ fn new_context() -> Result<SessionContext> {
     config.options_mut().execution.time_zone = Some("+00:00".to_string());
     // `0.1` is a numeric, as in Postgres, not a double (sql::literal_types).
     config.options_mut().sql_parser.parse_float_as_decimal = true;
+    // DataFusion's physical planner refuses an aggregate whose input's
+    // nullability differs from the logical plan's, which a text cast of a
+    // NOT NULL catalog column under a semi join makes it do (psql's `\dd`
+    // failed with "Physical input schema should be the same"). Nullability
+    // is a promise, not a layout: the rows are the same either way.
+    config
+        .options_mut()
+        .execution
+        .skip_physical_aggregate_schema_check = true;
     let mut context = SessionContext::new_with_config(config);
     // DataFusion's rewrite of `count(DISTINCT a), sum(b)` into two
     // aggregations sums the partial sums into a wider decimal than the
@@ -413,6 +422,7 @@ fn new_context() -> Result<SessionContext> {
     context.register_udaf(sql::numeric_sum::NumericSum::udaf());
     context.register_udf(sql::age::function());
     context.register_udf(sql::chr::function());
+    context.register_udf(sql::pg_typeof::function());
     for function in sql::justify::functions() {
         context.register_udf(function);
     }

@@ -48,6 +48,7 @@ pub mod numeric_division;
 pub mod numeric_sum;
 mod output_names;
 mod parser;
+pub mod pg_typeof;
 pub mod placeholders;
 pub mod postgres_text;
 pub mod privilege_ddl;

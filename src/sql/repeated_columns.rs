@@ -32,7 +32,7 @@ pub fn name_repeated_columns(statement: &mut Statement) {
 
 /// An item's text as DataFusion names it: every subquery is `(<subquery>)`,
 /// so `(SELECT a) = 1, (SELECT b) = 1` share a name; a cast is named after
-/// what it casts (`x::int, x::text`), and a decimal literal after its
+/// what it casts (`x::int, x::text`, `DATE 'd', TIMESTAMP 'd'`), and a decimal literal after its
 /// float value (`1.5`, `1.50`).
 fn planned_name(expr: &Expr) -> String {
     struct MaskSubqueries;
@@ -45,6 +45,8 @@ fn planned_name(expr: &Expr) -> String {
                     let placeholder = Expr::Identifier(Ident::new(""));
                     *expr = std::mem::replace(inner.as_mut(), placeholder);
                 }
+                // `DATE '…'` is planned as a cast of the text.
+                Expr::TypedString(typed) => *expr = Expr::Value(typed.value.clone()),
                 Expr::Value(value) => {
                     if let Value::Number(text, _) = &mut value.value {
                         let decimal = text.contains(['.', 'e', 'E']);
@@ -171,6 +173,11 @@ mod tests {
         assert_eq!(casts[1].as_deref().and_then(reported_name), Some("a"));
         assert_eq!(casts[2], None);
         assert_eq!(casts[3].as_deref().and_then(reported_name), Some("text"));
+        let typed = aliases("SELECT date_trunc('day', DATE '2024-01-01'), date_trunc('day', TIMESTAMP '2024-01-01')");
+        assert_eq!(
+            typed[1].as_deref().and_then(reported_name),
+            Some("date_trunc")
+        );
         let named = aliases("SELECT 1 AS x, 2 AS x");
         assert_eq!(named[0].as_deref(), Some("x"));
         assert_eq!(named[1].as_deref().and_then(reported_name), Some("x"));
