@@ -423,6 +423,7 @@ fn new_context() -> Result<SessionContext> {
     context.register_udf(sql::age::function());
     context.register_udf(sql::chr::function());
     context.register_udf(sql::pg_typeof::function());
+    context.register_udf(sql::to_char_pattern::template_function());
     for function in sql::justify::functions() {
         context.register_udf(function);
     }

@@ -231,7 +231,7 @@ pub fn postgres_rewrites(statement: &mut ast::Statement, edition: u32) -> Result
     super::field_access::rewrite(statement);
     super::date_function::rewrite(statement);
     super::interval_text::rewrite(statement, edition);
-    super::to_char_pattern::rewrite(statement)
+    super::to_char_pattern::rewrite(statement, edition)
 }
 
 pub(super) fn parse_tokens(tokens: Vec<TokenWithSpan>) -> Result<ast::Statement> {

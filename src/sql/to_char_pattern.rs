@@ -1,18 +1,30 @@
 //! `to_char(timestamp, 'YYYY-MM-DD HH24:MI:SS')` with Postgres' template
 //! patterns: DataFusion's `to_char` takes chrono's `%Y-%m-%d` formats, so
 //! a literal Postgres template is translated into one before planning (a
-//! format with `%` in it is taken to be chrono's already and left alone,
-//! as is a format that is not a literal). Patterns weir cannot print
+//! format with `%` in it is taken to be chrono's already and left alone).
+//! A template that is not a literal (a column, a parameter) is translated
+//! row by row by `postgres_template(format)`, from SQL edition 5 on; it
+//! was used as a chrono format, so `to_char(ts, fmt)` printed the template
+//! back. Patterns weir cannot print
 //! exactly (blank-padded month and day names, upper-case names, ordinal
 //! suffixes, ...) are refused with 0A000 rather than printed wrong.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::DataFusionError;
+use datafusion::logical_expr::ScalarUDF;
 use datafusion::sql::sqlparser::ast::{
     self, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value, VisitMut, VisitorMut,
 };
 
 use crate::error::{sqlstate, Result, WeirError};
+
+/// The function that translates a template that is not a literal.
+const TEMPLATE_FUNCTION: &str = "postgres_template";
 
 /// Postgres patterns and their chrono equivalents, longest first where
 /// one is a prefix of another.
@@ -56,14 +68,19 @@ const UNSUPPORTED: &[&str] = &[
     "id", "ww", "cc", "y,yyy", "yyy", "q", "j", "w", "d", "y", "i",
 ];
 
-pub fn rewrite(statement: &mut ast::Statement) -> Result<()> {
-    let mut rewriter = PatternRewriter { error: None };
+pub fn rewrite(statement: &mut ast::Statement, edition: u32) -> Result<()> {
+    let mut rewriter = PatternRewriter {
+        error: None,
+        per_row: edition >= 5,
+    };
     let _ = statement.visit(&mut rewriter);
     rewriter.error.map_or(Ok(()), Err)
 }
 
 struct PatternRewriter {
     error: Option<WeirError>,
+    /// Whether a template that is not a literal is translated per row.
+    per_row: bool,
 }
 
 impl VisitorMut for PatternRewriter {
@@ -73,23 +90,38 @@ impl VisitorMut for PatternRewriter {
         let Some(template) = template_of(expr) else {
             return ControlFlow::Continue(());
         };
-        if let Value::SingleQuotedString(text) = template {
-            if !text.contains('%') {
-                match translate(text) {
-                    Ok(format) => *text = format,
-                    Err(error) => {
-                        self.error = Some(error);
-                        return ControlFlow::Break(());
+        if let Expr::Value(value) = template {
+            if let Value::SingleQuotedString(text) = &mut value.value {
+                if !text.contains('%') {
+                    match translate(text) {
+                        Ok(format) => *text = format,
+                        Err(error) => {
+                            self.error = Some(error);
+                            return ControlFlow::Break(());
+                        }
                     }
                 }
+                return ControlFlow::Continue(());
             }
+        }
+        // A column, an expression or a parameter (`$1`).
+        if self.per_row && !is_translated(template) {
+            let expression = std::mem::replace(template, Expr::value(Value::Null));
+            *template = super::ast_build::call(TEMPLATE_FUNCTION, vec![expression], vec![]);
         }
         ControlFlow::Continue(())
     }
 }
 
-/// The literal second argument of a `to_char(…, '…')` call.
-fn template_of(expr: &mut Expr) -> Option<&mut Value> {
+/// Whether the template is a `postgres_template(…)` call already (a
+/// statement rewritten twice, as a view's is).
+fn is_translated(template: &Expr) -> bool {
+    matches!(template, Expr::Function(function)
+        if function.name.to_string().eq_ignore_ascii_case(TEMPLATE_FUNCTION))
+}
+
+/// The template (second argument) of a `to_char(…, …)` call.
+fn template_of(expr: &mut Expr) -> Option<&mut Expr> {
     let Expr::Function(function) = expr else {
         return None;
     };
@@ -103,11 +135,37 @@ fn template_of(expr: &mut Expr) -> Option<&mut Value> {
         return None;
     };
     match (is_to_char, list.args.as_mut_slice()) {
-        (true, [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))]) => {
-            Some(&mut value.value)
-        }
+        (true, [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(template))]) => Some(template),
         _ => None,
     }
+}
+
+/// `postgres_template(format)`: each row's Postgres template as a chrono
+/// format (one with `%` kept as it is), 0A000 for a pattern weir cannot
+/// print.
+pub fn template_function() -> ScalarUDF {
+    super::text_function::array_function(TEMPLATE_FUNCTION, DataType::Utf8, translate_templates)
+}
+
+fn translate_templates(templates: &ArrayRef) -> datafusion::common::Result<ArrayRef> {
+    let templates = cast(templates, &DataType::Utf8)?;
+    let templates = templates.as_string::<i32>();
+    let mut formats =
+        StringBuilder::with_capacity(templates.len(), templates.value_data().len() * 2);
+    for row in 0..templates.len() {
+        if templates.is_null(row) {
+            formats.append_null();
+            continue;
+        }
+        let template = templates.value(row);
+        match template.contains('%') {
+            true => formats.append_value(template),
+            false => formats.append_value(
+                translate(template).map_err(|error| DataFusionError::External(Box::new(error)))?,
+            ),
+        }
+    }
+    Ok(Arc::new(formats.finish()))
 }
 
 /// A Postgres template as a chrono format.
