@@ -423,6 +423,7 @@ fn new_context() -> Result<SessionContext> {
     context.register_udf(sql::age::function());
     context.register_udf(sql::chr::function());
     context.register_udf(sql::pg_typeof::function());
+    context.register_udf(sql::single_row_subquery::function());
     context.register_udf(sql::to_char_pattern::template_function());
     for function in sql::justify::functions() {
         context.register_udf(function);
@@ -448,6 +449,9 @@ fn new_context() -> Result<SessionContext> {
     context.add_analyzer_rule(Arc::new(sql::bytea_input::ByteaInputRule::default()));
     // Casts to text where Postgres and Arrow differ (sql::text_casts).
     context.add_analyzer_rule(Arc::new(sql::text_casts::TextCastRule));
+    // Correlated subqueries DataFusion cannot decorrelate run per outer
+    // row, as Postgres runs them (sql::per_row_subqueries).
+    context.add_optimizer_rule(Arc::new(sql::per_row_subqueries::PerRowSubqueryRule));
     // Numerics and doubles round to integers, as in Postgres (sql::integer_casts).
     context.add_analyzer_rule(Arc::new(sql::integer_casts::IntegerCastRule));
     // interval * number and interval / number, planned before coercion.

@@ -109,7 +109,7 @@ fn aggregate_first_value(query: &mut ast::Query, ordering: Vec<ast::OrderByExpr>
 
 /// Whether `expr` calls an aggregate or window function, which cannot be
 /// nested inside `first_value`.
-fn aggregates(expr: &Expr) -> bool {
+pub(super) fn aggregates(expr: &Expr) -> bool {
     struct Calls;
     impl Visitor for Calls {
         type Break = ();

@@ -58,6 +58,14 @@ fn strong_name(expr: &Expr) -> Option<String> {
 }
 
 pub(super) fn expression_name(expr: &Expr) -> Option<String> {
+    if let Some(Expr::Subquery(query)) = single_row_subquery(expr) {
+        // The rewrite named the aggregate as Postgres names the value.
+        if let SetExpr::Select(select) = query.body.as_ref() {
+            if let [SelectItem::ExprWithAlias { alias, .. }] = select.projection.as_slice() {
+                return Some(alias.value.clone());
+            }
+        }
+    }
     match expr {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => None,
         Expr::Function(function) => function
@@ -105,6 +113,30 @@ fn type_name(data_type: &DataType) -> String {
         other => other,
     };
     name.to_string()
+}
+
+/// The subquery inside `single_row_value(…)` (sql::single_row_subquery),
+/// which names the column as the subquery would.
+fn single_row_subquery(expr: &Expr) -> Option<&Expr> {
+    let Expr::Function(function) = expr else {
+        return None;
+    };
+    if !function
+        .name
+        .to_string()
+        .eq_ignore_ascii_case(super::single_row_subquery::FUNCTION_NAME)
+    {
+        return None;
+    }
+    let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &function.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+            datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(subquery @ Expr::Subquery(_)),
+        )] => Some(subquery),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

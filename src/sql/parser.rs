@@ -224,6 +224,9 @@ pub fn postgres_rewrites(statement: &mut ast::Statement, edition: u32) -> Result
         super::extract_types::rewrite(statement);
     }
     super::first_row_subquery::rewrite(statement);
+    if edition >= 5 {
+        super::single_row_subquery::rewrite(statement);
+    }
     super::in_list_conditions::rewrite(statement);
     super::repeated_columns::name_repeated_columns(statement);
     super::like_escape::rewrite(statement);
