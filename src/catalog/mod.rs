@@ -72,7 +72,9 @@ pub struct RelationDefinition {
 /// (sql::extract_types); 5, a USING or NATURAL join merges its join
 /// columns as Postgres does (`*` lists them first, a FULL join's is the
 /// COALESCE of both sides, a RIGHT join's the right side's:
-/// sql::using_joins).
+/// sql::using_joins), `to_char` reads a template that is not a literal
+/// row by row (sql::to_char_pattern), and a correlated subquery of a
+/// plain value is one row's value (sql::single_row_subquery).
 pub const SQL_EDITION: u32 = 5;
 
 /// The relation that keeps the records a source's connector rejected.

@@ -52,8 +52,15 @@ pub async fn rewrite(statement: &mut Statement, state: &SessionState) -> Result<
     if collector.0.is_empty() {
         return Ok(());
     }
+    // Boxed: planning futures are large, and this one is awaited inside
+    // every statement's (a test thread's 2 MB stack overflowed in debug).
+    let columns = Box::pin(columns_of(collector.0, state)).await;
+    rewrite_with(statement, &columns)
+}
+
+async fn columns_of(factors: Vec<TableFactor>, state: &SessionState) -> FactorColumns {
     let mut columns = FactorColumns::new();
-    for factor in collector.0 {
+    for factor in factors {
         let key = factor.to_string();
         if columns.contains_key(&key) {
             continue;
@@ -62,7 +69,7 @@ pub async fn rewrite(statement: &mut Statement, state: &SessionState) -> Result<
             columns.insert(key, names);
         }
     }
-    rewrite_with(statement, &columns)
+    columns
 }
 
 /// The rewrite, given the columns of the factors joined.
