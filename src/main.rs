@@ -139,6 +139,16 @@ struct BenchOptions {
     /// Kafka source: the bids go to a new topic there first.
     #[arg(long)]
     kafka: Option<String>,
+    /// When the window views emit: `close` (EMIT ON WINDOW CLOSE, the
+    /// fastest) or `update` (what a view does by default).
+    #[arg(long, value_enum, default_value_t = EmitChoice::Close)]
+    emit: EmitChoice,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum EmitChoice {
+    Close,
+    Update,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
@@ -290,6 +300,7 @@ async fn bench(options: BenchOptions) -> weir::error::Result<()> {
         checkpoint_interval: (options.checkpoint_interval_ms > 0)
             .then(|| std::time::Duration::from_millis(options.checkpoint_interval_ms)),
         data_directory: options.data_dir,
+        emit_on_update: options.emit == EmitChoice::Update,
     };
     weir::bench::run(&workload).await.map(|_| ())
 }

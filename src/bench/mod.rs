@@ -56,6 +56,9 @@ pub struct Workload {
     /// Where each scenario's database goes; `None` means a fresh directory
     /// under the system temp dir, removed afterwards.
     pub data_directory: Option<PathBuf>,
+    /// The window views emit on update (what a view does by default)
+    /// instead of once on window close.
+    pub emit_on_update: bool,
 }
 
 /// Everything a run measured.
@@ -351,7 +354,7 @@ async fn measure_with(
 ) -> Result<Measurement> {
     let session = Session::new(engine.clone());
     let input = scenario.input();
-    create_relations(&session, input, scenario.windows()).await?;
+    create_relations(&session, input, scenario.windows(), workload.emit_on_update).await?;
     if let Some(interval) = workload.checkpoint_interval {
         engine.start_checkpoints(interval);
     }
@@ -433,7 +436,7 @@ async fn load_before_restart(
 ) -> Result<(Option<CheckpointSummary>, Vec<ViewCounts>)> {
     let windows = Scenario::Recovery.windows();
     let session = Session::new(engine.clone());
-    create_relations(&session, Input::Events, windows).await?;
+    create_relations(&session, Input::Events, windows, false).await?;
     let log = table(engine, Input::Events)?;
     let mut generator = EventGenerator::new(SEED);
     let bulk = generator.batches(log.schema(), workload.rows, workload.batch_rows)?;
@@ -513,10 +516,20 @@ fn refuse_existing_database(directory: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn create_relations(session: &Session, input: Input, windows: &[Window]) -> Result<()> {
+async fn create_relations(
+    session: &Session,
+    input: Input,
+    windows: &[Window],
+    emit_on_update: bool,
+) -> Result<()> {
     query(session, input.table_sql()).await?;
     for window in windows {
-        query(session, &window.view_sql()).await?;
+        let sql = window.view_sql();
+        let sql = match emit_on_update {
+            true => sql.replace(" EMIT ON WINDOW CLOSE", ""),
+            false => sql,
+        };
+        query(session, &sql).await?;
     }
     Ok(())
 }
@@ -634,6 +647,7 @@ mod tests {
             scenarios,
             checkpoint_interval: None,
             data_directory: Some(directory.to_path_buf()),
+            emit_on_update: false,
         }
     }
 
@@ -655,6 +669,21 @@ mod tests {
         assert_eq!(from_checkpoint.checkpoint.map(|c| c.count), Some(1));
         assert_eq!(full_history.recovery.rows_replayed, 40_000);
         assert_eq!(full_history.checkpoint, None);
+    }
+
+    /// On update a view shows the windows still open too; on close only
+    /// the closed ones.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn emit_on_update_shows_open_windows_too() {
+        let mut shown = Vec::new();
+        for emit_on_update in [false, true] {
+            let directory = tempfile::tempdir().unwrap();
+            let mut workload = small_workload(vec![Scenario::KeyedHop], directory.path());
+            workload.emit_on_update = emit_on_update;
+            let report = run(&workload).await.unwrap();
+            shown.push(report.measurements[0].view.unwrap().rows);
+        }
+        assert!(shown[1] > shown[0], "{shown:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
