@@ -390,12 +390,13 @@ fn without_timestamp_differences(state: SessionState) -> SessionState {
         .build()
 }
 
-/// A view that never retracts a row keeps its rows as a log.
+/// A view that never retracts a row keeps its rows as a log; one whose
+/// rows are a GROUP BY's, by key.
 fn row_layout(plan: &StreamPlan) -> RowLayout {
-    if plan.output.updating {
-        RowLayout::Multiset
-    } else {
-        RowLayout::Log
+    match &plan.key {
+        _ if !plan.output.updating => RowLayout::Log,
+        Some(columns) => RowLayout::Keyed(columns.clone()),
+        None => RowLayout::Multiset,
     }
 }
 

@@ -29,7 +29,6 @@ use crate::catalog::{RelationKind, SinkDefinition, SinkFormat};
 use crate::connectors::sink::{
     check_options, open_writer, take_shape, Outbox, RecordFormat, SinkMark,
 };
-use crate::connectors::view_result::RowLayout;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::sink_ddl::CreateSink;
 use crate::state::WriteBatch;
@@ -277,9 +276,7 @@ impl Engine {
                     column_names(&schema)
                 )))
             }
-            SinkFormat::Plain
-                if result.layout() == RowLayout::Multiset && !shape.force_append_only =>
-            {
+            SinkFormat::Plain if result.layout().retracts() && !shape.force_append_only => {
                 return Err(WeirError::new(
                     sqlstate::FEATURE_NOT_SUPPORTED,
                     format!("{view} updates and deletes rows; FORMAT PLAIN writes insertions only"),

@@ -22,7 +22,6 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::relations::Relations;
-use crate::connectors::view_result::RowLayout;
 use crate::stream::checkpoint::stored_view_state;
 
 pub const SYSTEM_SCHEMA_NAME: &str = "weir_catalog";
@@ -198,10 +197,7 @@ impl MaterializedViewsTable {
             late.push(result.late_rows.load(std::sync::atomic::Ordering::Relaxed) as i64);
             watermarks.push(result.watermark_ns());
             changes.push(result.changes_committed() as i64);
-            storage.push(match result.layout() {
-                RowLayout::Log => "log",
-                RowLayout::Multiset => "multiset",
-            });
+            storage.push(result.layout().name());
             statuses.push(if failure.is_some() {
                 "failed"
             } else {

@@ -283,7 +283,7 @@ mod tests {
         // Asked for a multiset now (as a re-planned view might be), the
         // stored head keeps it a log.
         let reopened = ViewResult::open(7, schema(), RowLayout::Multiset, store.clone()).unwrap();
-        assert_eq!(reopened.layout(), RowLayout::Log);
+        assert_eq!(reopened.layout(), &RowLayout::Log);
         assert_eq!(reopened.row_count(), 3);
         assert_eq!(column(&reopened, Some(vec![1])), (3, vec![1, 2, 3]));
         assert_eq!(column(&reopened, Some(vec![])).0, 3, "count(*) reads rows");

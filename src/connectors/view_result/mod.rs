@@ -11,6 +11,7 @@
 //! version pins the row encoding (docs/decisions.md).
 
 mod feed;
+mod keyed;
 mod log;
 mod multiset;
 mod scan;
@@ -39,13 +40,15 @@ use crate::stream::ViewSink;
 pub use feed::{Change, Queue as SubscriberQueue};
 use log::LogPosition;
 pub use scan::{RowBatches, ViewRows};
-use versions::Versions;
+use versions::CountVersions;
 
 pub struct ViewResult {
     id: u64,
     schema: SchemaRef,
     layout: RowLayout,
     converter: RowConverter,
+    /// The key columns' converter (keyed layout).
+    key_converter: Option<RowConverter>,
     store: Arc<dyn StateStore>,
     /// Changes applied but not yet committed (row -> count change, and the
     /// change in the total); queries see them once `publish` runs.
@@ -103,6 +106,8 @@ struct Staged {
     tail: Option<(u64, datafusion::arrow::record_batch::RecordBatch)>,
     /// Count change by row; empty once `in_store` (multiset layout).
     rows: BTreeMap<Vec<u8>, i64>,
+    /// Row by key as staged; empty once `in_store` (keyed layout).
+    keyed: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     total: i64,
     /// Row changes staged (each row of an applied chunk).
     changes: u64,
@@ -189,7 +194,7 @@ impl Drop for ReadGuard {
 }
 
 /// How a view's rows are stored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RowLayout {
     /// Row -> count, for views whose rows are retracted.
@@ -197,6 +202,26 @@ pub enum RowLayout {
     Multiset,
     /// Batches in emit order, for views that only add rows.
     Log,
+    /// Key -> row, for views whose rows are retracted and identified by
+    /// these columns (a GROUP BY's), each key's change one retraction and
+    /// one insertion: one stored entry per key (`keyed`).
+    Keyed(Vec<usize>),
+}
+
+impl RowLayout {
+    /// The name `weir_catalog.materialized_views` shows.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RowLayout::Multiset => "multiset",
+            RowLayout::Log => "log",
+            RowLayout::Keyed(_) => "keyed",
+        }
+    }
+
+    /// Whether the view's rows can be retracted.
+    pub fn retracts(&self) -> bool {
+        !matches!(self, RowLayout::Log)
+    }
 }
 
 /// What the store holds about a view's rows as a whole.
@@ -263,7 +288,7 @@ impl ViewResult {
             .map(|field| SortField::new(field.data_type().clone()))
             .collect();
         let converter = RowConverter::new(fields)?;
-        let head = match store.get(&view_head_key(id))? {
+        let head: ViewHead = match store.get(&view_head_key(id))? {
             Some(value) => serde_json::from_slice(&value).map_err(|error| {
                 WeirError::new(
                     sqlstate::DATA_CORRUPTED,
@@ -287,8 +312,13 @@ impl ViewResult {
             entries: head.entries,
             last_entry_rows: head.last_entry_rows,
         };
+        let key_converter = match &head.layout {
+            RowLayout::Keyed(columns) => Some(keyed::key_converter(&schema, columns)?),
+            _ => None,
+        };
         Ok(ViewResult {
             id,
+            key_converter,
             log_position: Arc::new(Mutex::new(position)),
             log_tail: Mutex::new(log::load_tail(&*store, id, &schema, position)?),
             schema,
@@ -312,8 +342,8 @@ impl ViewResult {
         self.schema.clone()
     }
 
-    pub fn layout(&self) -> RowLayout {
-        self.layout
+    pub fn layout(&self) -> &RowLayout {
+        &self.layout
     }
 
     /// The write of the committed head: part of a new view's first commit,
@@ -322,7 +352,7 @@ impl ViewResult {
         let state = self.readers.lock();
         let position = self.log_position();
         let head = ViewHead {
-            layout: self.layout,
+            layout: self.layout.clone(),
             entries: position.entries,
             last_entry_rows: position.last_entry_rows,
             epoch: state.committed,
@@ -350,9 +380,10 @@ impl ViewResult {
             staged.changed = true;
             self.feed.stage(chunk);
         }
-        let mut writes = match self.layout {
+        let mut writes = match &self.layout {
             RowLayout::Multiset => self.apply_multiset(chunk)?,
             RowLayout::Log => self.apply_log(chunk)?,
+            RowLayout::Keyed(columns) => self.apply_keyed(chunk, columns)?,
         };
         for outbox in self.outboxes().iter() {
             writes.extend(outbox.stage(chunk)?);
@@ -385,6 +416,7 @@ impl ViewResult {
         if staged.reserved {
             staged.in_store = true;
             staged.rows = BTreeMap::new();
+            staged.keyed = BTreeMap::new();
         }
     }
 
@@ -400,6 +432,7 @@ impl ViewResult {
         staged.reserved = true;
         let state = self.readers.lock();
         let head = ViewHead {
+            layout: self.layout.clone(),
             epoch: state.committed,
             rows: self.total_rows.load(Ordering::Acquire),
             aborted: state.aborted.to_vec(),
@@ -422,7 +455,9 @@ impl ViewResult {
         self.changes_committed
             .fetch_add(taken.changes, Ordering::Relaxed);
         match self.layout {
-            RowLayout::Multiset => self.readers.lock().committed = taken.epoch,
+            RowLayout::Multiset | RowLayout::Keyed(_) => {
+                self.readers.lock().committed = taken.epoch
+            }
             RowLayout::Log => self.publish_log(taken.entries, taken.tail),
         }
         self.feed.publish();
@@ -531,7 +566,7 @@ fn count_legacy_rows(store: &dyn StateStore, id: u64) -> Result<Option<ViewHead>
     let mut rows = 0;
     let mut found = false;
     for entry in store.scan_range(&view_rows_prefix(id), &view_rows_end(id)) {
-        rows += Versions::decode(&entry?.1)?.count_at(0, &[]);
+        rows += CountVersions::decode(&entry?.1)?.count_at(0, &[]);
         found = true;
     }
     Ok(found.then(|| ViewHead {
@@ -661,160 +696,4 @@ impl TableProvider for MaterializedViewTable {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::SledStore;
-    use datafusion::arrow::array::{AsArray, Int64Array, StringArray};
-    use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
-    use datafusion::arrow::record_batch::RecordBatch;
-
-    fn chunk(names: &[&str], counts: &[i64], diffs: &[i64]) -> Chunk {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("name", DataType::Utf8, true),
-            Field::new("n", DataType::Int64, true),
-        ]));
-        let rows = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from(names.to_vec())),
-                Arc::new(Int64Array::from(counts.to_vec())),
-            ],
-        )
-        .unwrap();
-        Chunk {
-            rows,
-            diffs: Some(Int64Array::from(diffs.to_vec())),
-            watermarks: None,
-        }
-    }
-
-    fn all_rows(result: &ViewResult) -> RecordBatch {
-        let batches: Vec<RecordBatch> = result
-            .rows(None)
-            .unwrap()
-            .read()
-            .unwrap()
-            .map(|batch| batch.unwrap())
-            .collect();
-        datafusion::arrow::compute::concat_batches(&result.schema(), &batches).unwrap()
-    }
-
-    #[test]
-    fn a_subscription_asked_for_during_a_commit_starts_after_it() {
-        let directory = tempfile::tempdir().unwrap();
-        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let schema = chunk(&[], &[], &[]).rows.schema();
-        let result = ViewResult::open(4, schema, RowLayout::Multiset, store.clone()).unwrap();
-        store
-            .commit(result.apply(&chunk(&["a"], &[1], &[1])).unwrap())
-            .unwrap();
-        result.publish();
-        let writes = result.apply(&chunk(&["b"], &[2], &[1])).unwrap();
-        let Subscribing::AfterCommit(mut waiting) = result.subscribe(1 << 20) else {
-            panic!("a commit is staged: the subscription must wait for it");
-        };
-        assert!(waiting.try_recv().is_err());
-        store.commit(writes).unwrap();
-        result.publish();
-        let subscription = waiting.try_recv().unwrap().unwrap();
-        let snapshot: usize = subscription
-            .snapshot
-            .map(|batch| batch.unwrap().num_rows())
-            .sum();
-        assert_eq!(snapshot, 2, "the commit it waited for is in the snapshot");
-        assert!(subscription.changes.take().unwrap().is_empty());
-        store
-            .commit(result.apply(&chunk(&["c"], &[3], &[1])).unwrap())
-            .unwrap();
-        result.publish();
-        let changes = subscription.changes.take().unwrap();
-        assert_eq!(changes.len(), 1);
-        assert!(changes[0].epoch > subscription.epoch);
-        assert_eq!(changes[0].rows.num_rows(), 1);
-    }
-
-    #[test]
-    fn retractions_replace_rows_durably() {
-        let directory = tempfile::tempdir().unwrap();
-        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let schema = chunk(&[], &[], &[]).rows.schema();
-        let result =
-            ViewResult::open(3, schema.clone(), RowLayout::Multiset, store.clone()).unwrap();
-        store
-            .commit(result.apply(&chunk(&["b", "a"], &[1, 1], &[1, 1])).unwrap())
-            .unwrap();
-        result.publish();
-        let writes = result
-            .apply(&chunk(&["a", "a"], &[1, 2], &[-1, 1]))
-            .unwrap();
-        assert_eq!(result.row_count(), 2, "staged changes are not visible yet");
-        store.commit(writes).unwrap();
-        result.publish();
-        assert_eq!(all_rows(&result).num_rows(), 2);
-        let reopened = ViewResult::open(3, schema, RowLayout::Multiset, store.clone()).unwrap();
-        let batch = all_rows(&reopened);
-        let names: Vec<_> = batch
-            .column(0)
-            .as_string::<i32>()
-            .iter()
-            .flatten()
-            .collect();
-        let counts: Vec<_> = batch
-            .column(1)
-            .as_primitive::<Int64Type>()
-            .values()
-            .to_vec();
-        assert_eq!(names, vec!["a", "b"]);
-        assert_eq!(counts, vec![2, 1]);
-        assert_eq!(reopened.row_count(), 2);
-    }
-
-    #[test]
-    fn a_query_reads_one_commit_while_later_ones_land() {
-        let directory = tempfile::tempdir().unwrap();
-        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let schema = chunk(&[], &[], &[]).rows.schema();
-        let result = ViewResult::open(1, schema, RowLayout::Multiset, store.clone()).unwrap();
-        let names: Vec<String> = (0..20_000).map(|i| format!("row{i:05}")).collect();
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let ones = vec![1; refs.len()];
-        store
-            .commit(result.apply(&chunk(&refs, &ones, &ones)).unwrap())
-            .unwrap();
-        result.publish();
-        let mut reading = result.rows(None).unwrap().read().unwrap();
-        let first = reading.next().unwrap().unwrap();
-        // Every row is replaced (count 1 -> 2) while the query is half way.
-        let minus = vec![-1; refs.len()];
-        store
-            .commit(result.apply(&chunk(&refs, &ones, &minus)).unwrap())
-            .unwrap();
-        let twos = vec![2; refs.len()];
-        store
-            .commit(result.apply(&chunk(&refs, &twos, &ones)).unwrap())
-            .unwrap();
-        result.publish();
-        let mut seen = first.num_rows();
-        for batch in reading {
-            let batch = batch.unwrap();
-            let counts = batch.column(1).as_primitive::<Int64Type>();
-            assert!(
-                counts.values().iter().all(|&n| n == 1),
-                "the old epoch only"
-            );
-            seen += batch.num_rows();
-        }
-        assert_eq!(seen, refs.len());
-        let now = all_rows(&result);
-        assert_eq!(now.num_rows(), refs.len());
-        let counts = now.column(1).as_primitive::<Int64Type>();
-        assert!(counts.values().iter().all(|&n| n == 2));
-        // With no reader left, the next change drops the old versions.
-        drop(now);
-        let value = store.scan_prefix(&view_rows_prefix(1)).unwrap()[0].1.len();
-        assert!(
-            value <= 1 + 2 * 16,
-            "old versions are collected: {value} bytes"
-        );
-    }
-}
+mod tests;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use super::versions::Versions;
+use super::versions::CountVersions;
 use super::{encode_head, view_head_key, view_rows_prefix, ViewHead, ViewResult};
 use crate::error::Result;
 use crate::state::WriteBatch;
@@ -29,12 +29,15 @@ impl ViewResult {
             let mut stored_key = prefix.clone();
             stored_key.extend_from_slice(bytes);
             let versions = match self.store.get(&stored_key)? {
-                Some(value) => Versions::decode(&value)?,
-                None => Versions::default(),
+                Some(value) => CountVersions::decode(&value)?,
+                None => CountVersions::default(),
             };
             let committed_count = versions.count_at(committed, &aborted);
             let before = if staged.in_store {
-                versions.exactly_at(epoch).unwrap_or(committed_count)
+                versions
+                    .exactly_at(epoch)
+                    .copied()
+                    .unwrap_or(committed_count)
             } else {
                 let change = staged.rows.entry(bytes.to_vec()).or_insert(0);
                 let before = committed_count + *change;
@@ -50,6 +53,7 @@ impl ViewResult {
             self.store.stage(std::mem::take(&mut writes))?;
         }
         let head = ViewHead {
+            layout: self.layout.clone(),
             epoch,
             rows: self.total_rows.load(Ordering::Acquire) + staged.total,
             aborted: aborted.to_vec(),

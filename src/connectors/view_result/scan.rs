@@ -13,7 +13,7 @@ use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::PartitionStream;
 
 use super::log::{LogBatches, LogPosition};
-use super::versions::Versions;
+use super::versions::{CountVersions, RowVersions};
 use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, RowLayout, ViewResult};
 use crate::error::Result;
 use crate::state::StateStore;
@@ -52,7 +52,7 @@ impl ViewRows {
         Ok(ViewRows {
             store: result.store.clone(),
             readers: result.readers.clone(),
-            layout: result.layout,
+            layout: result.layout.clone(),
             log_position: result.log_position.clone(),
             view_id: result.id,
             stored_schema: result.schema.clone(),
@@ -64,7 +64,8 @@ impl ViewRows {
     /// Reads the rows committed now, batch by batch.
     pub fn read(&self) -> Result<RowBatches> {
         Ok(match self.layout {
-            RowLayout::Multiset => RowBatches::Multiset(self.read_multiset()?),
+            RowLayout::Multiset => RowBatches::Multiset(self.read_multiset(false)?),
+            RowLayout::Keyed(_) => RowBatches::Multiset(self.read_multiset(true)?),
             RowLayout::Log => RowBatches::Log(LogBatches::new(
                 &self.store,
                 self.view_id,
@@ -74,7 +75,8 @@ impl ViewRows {
         })
     }
 
-    fn read_multiset(&self) -> Result<MultisetBatches> {
+    /// The rows of a multiset, or of a keyed view (`keyed`).
+    fn read_multiset(&self, keyed: bool) -> Result<MultisetBatches> {
         let fields = self
             .stored_schema
             .fields()
@@ -88,6 +90,7 @@ impl ViewRows {
                 &view_rows_end(self.view_id),
             ),
             prefix_length: view_rows_prefix(self.view_id).len(),
+            keyed,
             converter: RowConverter::new(fields)?,
             schema: self.stored_schema.clone(),
             projection: self.projection.clone(),
@@ -117,6 +120,8 @@ pub struct MultisetBatches {
     guard: ReadGuard,
     entries: crate::state::Entries,
     prefix_length: usize,
+    /// Entries are key -> row versions, not row -> count versions.
+    keyed: bool,
     converter: RowConverter,
     schema: SchemaRef,
     projection: Option<Vec<usize>>,
@@ -124,29 +129,35 @@ pub struct MultisetBatches {
 
 impl MultisetBatches {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        let mut repeats = Vec::new();
+        // Each row in Arrow's row format, where it starts, and its count.
+        let mut found: Vec<(Vec<u8>, usize, usize)> = Vec::new();
         let mut rows = 0;
+        let (epoch, aborted) = (self.guard.epoch, &self.guard.aborted);
         while rows < BATCH_ROWS {
             let Some(entry) = self.entries.next() else {
                 break;
             };
             let (stored_key, value) = entry?;
-            let count = Versions::decode(&value)?.count_at(self.guard.epoch, &self.guard.aborted);
+            if self.keyed {
+                if let Some(row) = RowVersions::decode(&value)?.row_at(epoch, aborted) {
+                    found.push((row.to_vec(), 0, 1));
+                    rows += 1;
+                }
+                continue;
+            }
+            let count = CountVersions::decode(&value)?.count_at(epoch, aborted);
             if count > 0 {
-                keys.push(stored_key);
-                repeats.push(count as usize);
+                found.push((stored_key, self.prefix_length, count as usize));
                 rows += count as usize;
             }
         }
-        if keys.is_empty() {
+        if found.is_empty() {
             return Ok(None);
         }
         let parser = self.converter.parser();
-        let parsed = keys
+        let parsed = found
             .iter()
-            .zip(&repeats)
-            .flat_map(|(key, &count)| std::iter::repeat_n(&key[self.prefix_length..], count))
+            .flat_map(|(bytes, start, count)| std::iter::repeat_n(&bytes[*start..], *count))
             .map(|bytes| parser.parse(bytes));
         let columns = self.converter.convert_rows(parsed)?;
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

@@ -11,6 +11,7 @@ mod join;
 mod join_bounds;
 mod junction;
 pub mod nodes;
+mod output_key;
 mod over_window;
 mod temporal_filter;
 mod top_n;
@@ -77,6 +78,9 @@ pub struct StreamPlan {
     /// `EMIT EVERY`: how often the view's changes are published.
     pub firing_interval_ns: Option<i64>,
     pub output: StreamInfo,
+    /// The output columns that identify a row, when the view's rows are
+    /// updated by key (`output_key`).
+    pub key: Option<Vec<usize>>,
     /// A function in the query whose result changes between calls (now(),
     /// random(), ...): such a view cannot be maintained.
     pub non_deterministic: Option<String>,
@@ -185,7 +189,9 @@ pub fn plan(
         watermark: segment.watermark.clone().filter(|_| !segment.updating),
         updating: segment.updating,
     };
+    let key = output_key::output_key(&segment.nodes).filter(|_| segment.updating);
     Ok(StreamPlan {
+        key,
         root: segment.into_branch(),
         late,
         side_output: planner.side_output.map(|shape| shape.schema),
