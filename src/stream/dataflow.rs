@@ -290,9 +290,20 @@ impl Dataflow {
                 }
             }
             if !moved {
-                return Ok(());
+                return self.seal_views(writes);
             }
         }
+    }
+
+    /// Every view's changes of the statement are in: the writes that end
+    /// them.
+    fn seal_views(&mut self, writes: &mut WriteBatch) -> Result<()> {
+        for view in self.views.values() {
+            for result in view.results() {
+                writes.extend(result.seal()?);
+            }
+        }
+        Ok(())
     }
 
     fn propagate(
@@ -428,6 +439,8 @@ impl Dataflow {
             self.propagate(None, &table, vec![Message::Barrier(epoch)], &mut writes)
                 .inspect_err(|_| self.broken = true)?;
         }
+        self.seal_views(&mut writes)
+            .inspect_err(|_| self.broken = true)?;
         // A barrier's changes commit with the checkpoint, and barriers
         // are not undone (a failed checkpoint rebuilds the views).
         self.commit_group();

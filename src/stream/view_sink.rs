@@ -28,6 +28,11 @@ pub trait ViewSink: Send + Sync {
     /// Before staged writes are spilled to the store ahead of their commit:
     /// what must be reserved durably first (None: nothing).
     fn reserve(&self) -> Result<Option<WriteBatch>>;
+    /// The statement's changes are all applied: the writes that end them
+    /// (a keyed view writes its changes here, once per statement).
+    fn seal(&self) -> Result<WriteBatch> {
+        Ok(WriteBatch::new())
+    }
     /// The staged writes were spilled.
     fn spilled(&self);
     /// The staged changes were committed: readers see them.

@@ -1,22 +1,34 @@
-//! The keyed layout of a view's rows: one stored entry per key (the view's
-//! GROUP BY columns), holding the key's row per epoch. A group's change is
-//! a retraction of its old row and an insertion of its new one; the
-//! multiset layout writes both rows (a delete and a put, each read first),
-//! this layout rewrites the key's one entry — half the store's work for
-//! the updates an emit-on-update aggregate makes (docs/decisions.md).
+//! The keyed layout of a view's rows: the rows of a GROUP BY view by key
+//! (its group columns), as sorted runs (`runs`). A statement's changes are
+//! gathered in memory, each key's last row only; when the statement's
+//! writes are sealed they become one run — several runs merged with it
+//! when they are small next to it — and the view's head lists the runs.
+//! A group updated a hundred times in a statement is written once, and a
+//! commit's changes are a few large writes instead of a read and a write
+//! per key (docs/decisions.md). Readers keep the run list they started
+//! with; a run merged away goes once no list holds it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
 
-use super::versions::RowVersions;
-use super::{encode_head, view_head_key, view_rows_prefix, ViewHead, ViewResult};
+use super::runs::{self, Merge, Run, RunCursor, RunList, Source};
+use super::{encode_head, view_head_key, ViewHead, ViewResult};
 use crate::error::{Result, WeirError};
-use crate::state::WriteBatch;
+use crate::state::{StateStore, WriteBatch};
 use crate::stream::message::Chunk;
+
+/// A statement's changes held in memory up to this many bytes; past it
+/// they are written as a run of their own (read back only by queries
+/// after the commit), so memory holds a bounded part of a big statement.
+/// (A few kB in unit tests, so that they cover it.)
+const STAGED_BYTES: usize = if cfg!(test) { 4 << 10 } else { 64 << 20 };
+/// Per staged key, beyond its bytes: the map entry and vectors' headers.
+const STAGED_ENTRY_BYTES: usize = 80;
 
 /// The row-format converter of a keyed view's key columns.
 pub(super) fn key_converter(schema: &SchemaRef, columns: &[usize]) -> Result<RowConverter> {
@@ -32,29 +44,103 @@ pub(super) fn key_converter(schema: &SchemaRef, columns: &[usize]) -> Result<Row
     Ok(RowConverter::new(fields)?)
 }
 
-/// A key's row after `changes` (row, diff) applied to `current`: a key
-/// holds at most one row, once. Anything else means the view's rows are
-/// not identified by its key after all — an error, never a silent merge.
-fn next_row(current: Option<Vec<u8>>, changes: &[(&[u8], i64)]) -> Result<Option<Vec<u8>>> {
-    let mut rows: Vec<(Vec<u8>, i64)> = current.into_iter().map(|row| (row, 1)).collect();
-    for &(row, diff) in changes {
-        match rows.iter_mut().find(|(held, _)| held.as_slice() == row) {
-            Some((_, count)) => *count += diff,
-            None => rows.push((row.to_vec(), diff)),
+/// The committed runs of a keyed view and those waiting to be deleted.
+#[derive(Default)]
+pub(super) struct KeyedRuns {
+    pub committed: RunList,
+    pub next_run: u64,
+    /// Runs merged away or left by failed statements: deleted once no
+    /// reader's list holds them.
+    pub retired: Vec<Arc<Run>>,
+}
+
+impl KeyedRuns {
+    /// The runs `head` lists. A head with a statement pending was left by
+    /// a crash during a big statement: runs it wrote that the head does
+    /// not list are retired (deleted by the next commit).
+    pub fn open(store: &dyn StateStore, view_id: u64, head: &ViewHead) -> Result<Self> {
+        let committed: Vec<Arc<Run>> = head.runs.iter().cloned().map(Arc::new).collect();
+        let mut runs = KeyedRuns {
+            committed: Arc::new(committed),
+            next_run: head.next_run,
+            retired: Vec::new(),
+        };
+        if head.pending.is_some() && matches!(head.layout, super::RowLayout::Keyed(_)) {
+            for id in runs::stored_run_ids(store, view_id)? {
+                runs.next_run = runs.next_run.max(id + 1);
+                if !head.runs.iter().any(|run| run.id == id) {
+                    let orphan = Run {
+                        id,
+                        pages: 0,
+                        entries: 0,
+                    };
+                    runs.retired.push(Arc::new(orphan));
+                }
+            }
         }
-    }
-    rows.retain(|(_, count)| *count != 0);
-    match rows.len() {
-        0 => Ok(None),
-        1 if rows[0].1 == 1 => Ok(rows.pop().map(|(row, _)| row)),
-        _ => Err(WeirError::internal(
-            "a keyed materialized view would hold a key twice, or retract a row it does not hold",
-        )),
+        Ok(runs)
     }
 }
 
+/// A statement's changes to a keyed view.
+#[derive(Default)]
+pub(super) struct KeyedStaged {
+    /// Each changed key's row (None: deleted) as the statement left it.
+    changes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    bytes: usize,
+    /// Runs the statement wrote already (oldest first).
+    runs: Vec<Arc<Run>>,
+    /// The run list its commit publishes, and the runs merged away.
+    sealed: Option<(RunList, Vec<Arc<Run>>)>,
+    /// Retired runs its commit deletes.
+    deleting: Vec<Arc<Run>>,
+}
+
+/// A key's row after `changes` (row, diff) of one chunk, given its row
+/// before (`Some(None)`: no row; None: not known — not changed yet by
+/// the statement). A key holds at most one row, once; anything else
+/// means the view's rows are not identified by its key after all — an
+/// error, never a silent merge. None: the chunk leaves the key as it was.
+fn next_row(
+    before: Option<&Option<Vec<u8>>>,
+    changes: &[(&[u8], i64)],
+) -> Result<Option<Option<Vec<u8>>>> {
+    let mut net: Vec<(&[u8], i64)> = Vec::with_capacity(2);
+    for &(row, diff) in changes {
+        match net.iter_mut().find(|(held, _)| *held == row) {
+            Some((_, count)) => *count += diff,
+            None => net.push((row, diff)),
+        }
+    }
+    net.retain(|(_, count)| *count != 0);
+    let inserted: Vec<&[u8]> = net.iter().filter(|c| c.1 == 1).map(|c| c.0).collect();
+    let retracted: Vec<&[u8]> = net.iter().filter(|c| c.1 == -1).map(|c| c.0).collect();
+    let consistent = inserted.len() + retracted.len() == net.len()
+        && inserted.len() <= 1
+        && retracted.len() <= 1
+        && match before {
+            // The statement knows the key's row: a retraction takes it, an
+            // insertion needs none.
+            Some(row) => match retracted.first() {
+                Some(taken) => row.as_deref() == Some(*taken),
+                None => inserted.is_empty() || row.is_none(),
+            },
+            None => true,
+        };
+    if !consistent {
+        return Err(WeirError::internal(
+            "a keyed materialized view would hold a key twice, or retract a row it does not hold",
+        ));
+    }
+    Ok(match (inserted.first(), retracted.first()) {
+        (Some(row), _) => Some(Some(row.to_vec())),
+        (None, Some(_)) => Some(None),
+        (None, None) => None,
+    })
+}
+
 impl ViewResult {
-    /// Stages a chunk of changes as key versions at the next epoch.
+    /// Stages a chunk of changes in memory (written when sealed).
     pub(super) fn apply_keyed(&self, chunk: &Chunk, key_columns: &[usize]) -> Result<WriteBatch> {
         let converter = self
             .key_converter
@@ -66,57 +152,161 @@ impl ViewResult {
             .collect();
         let keys = converter.convert_columns(&columns)?;
         let rows = self.converter.convert_columns(chunk.rows.columns())?;
-        let mut changes: BTreeMap<&[u8], Vec<(&[u8], i64)>> = BTreeMap::new();
+        let mut by_key: BTreeMap<&[u8], Vec<(&[u8], i64)>> = BTreeMap::new();
         let mut total = 0;
         for row in 0..chunk.num_rows() {
             let change = (rows.row(row).data(), chunk.diff(row));
-            changes
-                .entry(keys.row(row).data())
-                .or_default()
-                .push(change);
+            by_key.entry(keys.row(row).data()).or_default().push(change);
             total += chunk.diff(row);
         }
-        let prefix = view_rows_prefix(self.id);
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if staged.keyed.sealed.is_some() {
+            return Err(WeirError::internal(
+                "a keyed view took changes after its statement was sealed",
+            ));
+        }
         staged.total += total;
-        staged.changed = true;
-        let (committed, oldest, aborted, epoch) = self.readers.for_write();
-        staged.epoch = epoch;
+        staged.epoch = self.readers.for_write().3;
+        let keyed = &mut staged.keyed;
+        for (key, changes) in by_key {
+            let Some(row) = next_row(keyed.changes.get(key), &changes)? else {
+                continue;
+            };
+            let size = key.len() + row.as_ref().map_or(0, Vec::len) + STAGED_ENTRY_BYTES;
+            if keyed.changes.insert(key.to_vec(), row).is_none() {
+                keyed.bytes += size;
+            }
+        }
         let mut writes = WriteBatch::new();
-        for (key, changes) in changes {
-            let mut stored_key = prefix.clone();
-            stored_key.extend_from_slice(key);
-            let versions = match self.store.get(&stored_key)? {
-                Some(value) => RowVersions::decode(&value)?,
-                None => RowVersions::default(),
-            };
-            let current = match staged.in_store {
-                true => versions.exactly_at(epoch).cloned(),
-                false => staged.keyed.get(key).cloned(),
-            };
-            let current = current
-                .unwrap_or_else(|| versions.row_at(committed, &aborted).map(|row| row.to_vec()));
-            let next = next_row(current, &changes)?;
-            if !staged.in_store {
-                staged.keyed.insert(key.to_vec(), next.clone());
-            }
-            match versions.with(epoch, next, oldest, &aborted) {
-                Some(versions) => writes.put(stored_key, versions.encode()),
-                None => writes.delete(stored_key),
-            }
+        if staged.keyed.bytes > STAGED_BYTES {
+            let run = self.write_staged(&mut staged.keyed, &mut writes)?;
+            staged.keyed.runs.push(Arc::new(run));
         }
-        if staged.in_store {
-            self.store.stage(std::mem::take(&mut writes))?;
+        Ok(writes)
+    }
+
+    /// Writes the staged changes as a new run, emptying them.
+    fn write_staged(&self, keyed: &mut KeyedStaged, writes: &mut WriteBatch) -> Result<Run> {
+        let id = self.allocate_run();
+        let changes = std::mem::take(&mut keyed.changes);
+        keyed.bytes = 0;
+        runs::write_run(self.id, id, changes.into_iter().map(Ok), writes)
+    }
+
+    fn allocate_run(&self) -> u64 {
+        let mut runs = self.keyed_runs();
+        runs.next_run += 1;
+        runs.next_run - 1
+    }
+
+    /// The committed runs, as the head lists them.
+    pub(super) fn committed_runs(&self) -> Vec<Run> {
+        let committed = self.keyed_runs().committed.clone();
+        committed.iter().map(|run| (**run).clone()).collect()
+    }
+
+    pub(super) fn keyed_runs(&self) -> std::sync::MutexGuard<'_, KeyedRuns> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The statement's writes end: its changes become a run (merged with
+    /// the newest runs when they are small next to it), and the head that
+    /// lists the runs; runs no reader holds any more are deleted.
+    pub(super) fn seal_keyed(&self) -> Result<WriteBatch> {
+        let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        let mut writes = WriteBatch::new();
+        if !staged.changed || staged.keyed.sealed.is_some() {
+            return Ok(writes);
         }
+        let committed = self.keyed_runs().committed.clone();
+        let keyed = &mut staged.keyed;
+        let mut list: Vec<Arc<Run>> = committed.to_vec();
+        let mut merged_away = Vec::new();
+        if keyed.runs.is_empty() && !keyed.changes.is_empty() {
+            // Only a statement that wrote no run yet may merge older runs
+            // into its own: its runs must stay newer than theirs.
+            let new = keyed.changes.len() as u64;
+            let taken = runs::runs_to_merge(&list, new);
+            merged_away = list.split_off(list.len() - taken);
+            let id = self.allocate_run();
+            let mut sources = vec![Source::memory(std::mem::take(&mut keyed.changes))];
+            for run in merged_away.iter().rev() {
+                sources.push(Source::Run(RunCursor::new(
+                    self.store.clone(),
+                    self.id,
+                    run.clone(),
+                )));
+            }
+            let complete = list.is_empty();
+            let merge = Merge::new(sources, complete);
+            list.push(Arc::new(runs::write_run(self.id, id, merge, &mut writes)?));
+            keyed.bytes = 0;
+        } else if !keyed.changes.is_empty() {
+            let run = self.write_staged(keyed, &mut writes)?;
+            keyed.runs.push(Arc::new(run));
+        }
+        list.extend(keyed.runs.iter().cloned());
+        list.retain(|run| run.entries > 0);
         let head = ViewHead {
             layout: self.layout.clone(),
-            epoch,
+            epoch: staged.epoch,
             rows: self.total_rows.load(Ordering::Acquire) + staged.total,
-            aborted: aborted.to_vec(),
+            runs: list.iter().map(|run| (**run).clone()).collect(),
+            next_run: self.keyed_runs().next_run,
             ..ViewHead::default()
         };
         writes.put(view_head_key(self.id), encode_head(&head)?);
+        staged.keyed.deleting = self.delete_unread_runs(&mut writes);
+        staged.keyed.sealed = Some((Arc::new(list), merged_away));
         Ok(writes)
+    }
+
+    /// Deletes the retired runs no reader's list holds; returns them.
+    fn delete_unread_runs(&self, writes: &mut WriteBatch) -> Vec<Arc<Run>> {
+        let mut runs = self.keyed_runs();
+        let (unread, held) = std::mem::take(&mut runs.retired)
+            .into_iter()
+            .partition(|run| Arc::strong_count(run) == 1);
+        runs.retired = held;
+        for run in &unread {
+            runs::delete_run(self.id, run, writes);
+        }
+        unread
+    }
+
+    /// The sealed statement committed: readers see its run list.
+    pub(super) fn publish_keyed(&self, staged: super::Staged) {
+        let Some((list, merged_away)) = staged.keyed.sealed else {
+            if staged.changed {
+                tracing::error!(
+                    view = self.id,
+                    "a keyed view's changes were committed unsealed"
+                );
+            }
+            return;
+        };
+        let mut runs = self.keyed_runs();
+        runs.committed = list;
+        runs.retired.extend(merged_away);
+    }
+
+    /// The statement failed: the runs it wrote are never read, and the
+    /// runs its commit would have deleted wait for the next one.
+    pub(super) fn discard_keyed(&self, staged: super::Staged) {
+        let mut runs = self.keyed_runs();
+        let keyed = staged.keyed;
+        runs.retired.extend(keyed.deleting);
+        match keyed.sealed {
+            Some((list, _)) => {
+                let fresh: Vec<Arc<Run>> = list
+                    .iter()
+                    .filter(|run| !runs.committed.iter().any(|held| Arc::ptr_eq(held, run)))
+                    .cloned()
+                    .collect();
+                runs.retired.extend(fresh);
+            }
+            None => runs.retired.extend(keyed.runs),
+        }
     }
 }
 
@@ -128,15 +318,21 @@ mod tests {
     fn a_key_holds_one_row_and_anything_else_is_an_error() {
         let old = b"old".as_slice();
         let new = b"new".as_slice();
-        // An update in either order, an insertion, a deletion.
-        let updated = next_row(Some(old.to_vec()), &[(new, 1), (old, -1)]).unwrap();
-        assert_eq!(updated.as_deref(), Some(new));
-        assert_eq!(next_row(None, &[(new, 1)]).unwrap().as_deref(), Some(new));
-        assert_eq!(next_row(Some(old.to_vec()), &[(old, -1)]).unwrap(), None);
+        let held = Some(old.to_vec());
+        // An update in either order, an insertion, a deletion, no change.
+        let updated = next_row(Some(&held), &[(new, 1), (old, -1)]).unwrap();
+        assert_eq!(updated, Some(Some(new.to_vec())));
+        assert_eq!(
+            next_row(None, &[(new, 1)]).unwrap(),
+            Some(Some(new.to_vec()))
+        );
+        assert_eq!(next_row(Some(&held), &[(old, -1)]).unwrap(), Some(None));
+        assert_eq!(next_row(None, &[(old, -1), (old, 1)]).unwrap(), None);
         // A second row for the key, a row twice, a retraction of a row the
         // key does not hold.
-        assert!(next_row(Some(old.to_vec()), &[(new, 1)]).is_err());
+        assert!(next_row(Some(&held), &[(new, 1)]).is_err());
         assert!(next_row(None, &[(new, 1), (new, 1)]).is_err());
-        assert!(next_row(Some(old.to_vec()), &[(new, -1)]).is_err());
+        assert!(next_row(Some(&held), &[(new, -1)]).is_err());
+        assert!(next_row(None, &[(new, 1), (old, 1)]).is_err());
     }
 }

@@ -14,6 +14,7 @@ mod feed;
 mod keyed;
 mod log;
 mod multiset;
+mod runs;
 mod scan;
 mod versions;
 
@@ -49,6 +50,8 @@ pub struct ViewResult {
     converter: RowConverter,
     /// The key columns' converter (keyed layout).
     key_converter: Option<RowConverter>,
+    /// The keyed layout's runs.
+    runs: Arc<Mutex<keyed::KeyedRuns>>,
     store: Arc<dyn StateStore>,
     /// Changes applied but not yet committed (row -> count change, and the
     /// change in the total); queries see them once `publish` runs.
@@ -106,8 +109,8 @@ struct Staged {
     tail: Option<(u64, datafusion::arrow::record_batch::RecordBatch)>,
     /// Count change by row; empty once `in_store` (multiset layout).
     rows: BTreeMap<Vec<u8>, i64>,
-    /// Row by key as staged; empty once `in_store` (keyed layout).
-    keyed: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The statement's changes by key (keyed layout).
+    keyed: keyed::KeyedStaged,
     total: i64,
     /// Row changes staged (each row of an applied chunk).
     changes: u64,
@@ -247,6 +250,12 @@ struct ViewHead {
     /// committed; found on open, it was aborted by a crash.
     #[serde(default)]
     pending: Option<u64>,
+    /// The keyed layout's runs, oldest first.
+    #[serde(default)]
+    runs: Vec<runs::Run>,
+    /// The keyed layout's next run id.
+    #[serde(default)]
+    next_run: u64,
 }
 
 impl fmt::Debug for ViewResult {
@@ -316,9 +325,11 @@ impl ViewResult {
             RowLayout::Keyed(columns) => Some(keyed::key_converter(&schema, columns)?),
             _ => None,
         };
+        let runs = keyed::KeyedRuns::open(&*store, id, &head)?;
         Ok(ViewResult {
             id,
             key_converter,
+            runs: Arc::new(Mutex::new(runs)),
             log_position: Arc::new(Mutex::new(position)),
             log_tail: Mutex::new(log::load_tail(&*store, id, &schema, position)?),
             schema,
@@ -359,6 +370,8 @@ impl ViewResult {
             rows: self.total_rows.load(Ordering::Acquire),
             aborted: state.aborted.to_vec(),
             pending: None,
+            runs: self.committed_runs(),
+            next_run: self.keyed_runs().next_run,
         };
         let mut writes = WriteBatch::new();
         writes.put(view_head_key(self.id), encode_head(&head)?);
@@ -416,7 +429,6 @@ impl ViewResult {
         if staged.reserved {
             staged.in_store = true;
             staged.rows = BTreeMap::new();
-            staged.keyed = BTreeMap::new();
         }
     }
 
@@ -437,6 +449,10 @@ impl ViewResult {
             rows: self.total_rows.load(Ordering::Acquire),
             aborted: state.aborted.to_vec(),
             pending: Some(staged.epoch),
+            runs: self.committed_runs(),
+            // Found on open, `pending` says runs from this id on may be in
+            // the store, left by a statement a crash ended.
+            next_run: self.keyed_runs().next_run,
             ..ViewHead::default()
         };
         let mut writes = WriteBatch::new();
@@ -455,8 +471,10 @@ impl ViewResult {
         self.changes_committed
             .fetch_add(taken.changes, Ordering::Relaxed);
         match self.layout {
-            RowLayout::Multiset | RowLayout::Keyed(_) => {
-                self.readers.lock().committed = taken.epoch
+            RowLayout::Multiset => self.readers.lock().committed = taken.epoch,
+            RowLayout::Keyed(_) => {
+                self.readers.lock().committed = taken.epoch;
+                self.publish_keyed(taken);
             }
             RowLayout::Log => self.publish_log(taken.entries, taken.tail),
         }
@@ -478,6 +496,9 @@ impl ViewResult {
             let mut aborted = state.aborted.to_vec();
             aborted.push(taken.epoch);
             state.aborted = Arc::new(aborted);
+        }
+        if matches!(self.layout, RowLayout::Keyed(_)) {
+            self.discard_keyed(taken);
         }
         self.admit_waiting_subscribers();
         drop(staged);
@@ -606,6 +627,13 @@ impl ViewSink for ViewResult {
 
     fn reserve(&self) -> Result<Option<WriteBatch>> {
         ViewResult::reserve(self)
+    }
+
+    fn seal(&self) -> Result<WriteBatch> {
+        match self.layout {
+            RowLayout::Keyed(_) => self.seal_keyed(),
+            _ => Ok(WriteBatch::new()),
+        }
     }
 
     fn spilled(&self) {

@@ -34,10 +34,7 @@ impl ViewResult {
             };
             let committed_count = versions.count_at(committed, &aborted);
             let before = if staged.in_store {
-                versions
-                    .exactly_at(epoch)
-                    .copied()
-                    .unwrap_or(committed_count)
+                versions.exactly_at(epoch).unwrap_or(committed_count)
             } else {
                 let change = staged.rows.entry(bytes.to_vec()).or_insert(0);
                 let before = committed_count + *change;

@@ -12,8 +12,10 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::PartitionStream;
 
+use super::keyed::KeyedRuns;
 use super::log::{LogBatches, LogPosition};
-use super::versions::{CountVersions, RowVersions};
+use super::runs::{Merge, RunCursor, Source};
+use super::versions::CountVersions;
 use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, RowLayout, ViewResult};
 use crate::error::Result;
 use crate::state::StateStore;
@@ -28,6 +30,7 @@ pub struct ViewRows {
     readers: Arc<Readers>,
     layout: RowLayout,
     log_position: Arc<Mutex<LogPosition>>,
+    runs: Arc<Mutex<KeyedRuns>>,
     view_id: u64,
     /// The view's full schema (what the stored rows decode to).
     stored_schema: SchemaRef,
@@ -54,6 +57,7 @@ impl ViewRows {
             readers: result.readers.clone(),
             layout: result.layout.clone(),
             log_position: result.log_position.clone(),
+            runs: result.runs.clone(),
             view_id: result.id,
             stored_schema: result.schema.clone(),
             projection,
@@ -64,8 +68,8 @@ impl ViewRows {
     /// Reads the rows committed now, batch by batch.
     pub fn read(&self) -> Result<RowBatches> {
         Ok(match self.layout {
-            RowLayout::Multiset => RowBatches::Multiset(self.read_multiset(false)?),
-            RowLayout::Keyed(_) => RowBatches::Multiset(self.read_multiset(true)?),
+            RowLayout::Multiset => RowBatches::Multiset(self.read_multiset()?),
+            RowLayout::Keyed(_) => RowBatches::Multiset(self.read_keyed()?),
             RowLayout::Log => RowBatches::Log(LogBatches::new(
                 &self.store,
                 self.view_id,
@@ -75,8 +79,57 @@ impl ViewRows {
         })
     }
 
-    /// The rows of a multiset, or of a keyed view (`keyed`).
-    fn read_multiset(&self, keyed: bool) -> Result<MultisetBatches> {
+    /// A keyed view's rows: its committed runs merged, in key order.
+    fn read_keyed(&self) -> Result<MultisetBatches> {
+        let guard = self.readers.begin();
+        let list = self
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .committed
+            .clone();
+        let sources = list
+            .iter()
+            .rev()
+            .map(|run| {
+                Source::Run(RunCursor::new(
+                    self.store.clone(),
+                    self.view_id,
+                    run.clone(),
+                ))
+            })
+            .collect();
+        // Each cursor holds its run, so its pages stay while it reads.
+        let rows = Merge::new(sources, true).map(|entry| {
+            let (_, row) = entry?;
+            Ok((row.unwrap_or_default(), 0, 1))
+        });
+        self.batches(guard, Box::new(rows))
+    }
+
+    fn read_multiset(&self) -> Result<MultisetBatches> {
+        let prefix_length = view_rows_prefix(self.view_id).len();
+        let entries = self.store.scan_range(
+            &view_rows_prefix(self.view_id),
+            &view_rows_end(self.view_id),
+        );
+        let guard = self.readers.begin();
+        let (epoch, aborted) = (guard.epoch, guard.aborted.clone());
+        let rows = entries.filter_map(move |entry| {
+            let count = entry.and_then(|(key, value)| {
+                let count = CountVersions::decode(&value)?.count_at(epoch, &aborted);
+                Ok((key, count))
+            });
+            match count {
+                Ok((key, count)) if count > 0 => Some(Ok((key, prefix_length, count as usize))),
+                Ok(_) => None,
+                Err(error) => Some(Err(error)),
+            }
+        });
+        self.batches(guard, Box::new(rows))
+    }
+
+    fn batches(&self, guard: ReadGuard, rows: StoredRows) -> Result<MultisetBatches> {
         let fields = self
             .stored_schema
             .fields()
@@ -84,13 +137,8 @@ impl ViewRows {
             .map(|field| SortField::new(field.data_type().clone()))
             .collect();
         Ok(MultisetBatches {
-            guard: self.readers.begin(),
-            entries: self.store.scan_range(
-                &view_rows_prefix(self.view_id),
-                &view_rows_end(self.view_id),
-            ),
-            prefix_length: view_rows_prefix(self.view_id).len(),
-            keyed,
+            _guard: guard,
+            rows,
             converter: RowConverter::new(fields)?,
             schema: self.stored_schema.clone(),
             projection: self.projection.clone(),
@@ -116,12 +164,14 @@ impl Iterator for RowBatches {
 }
 
 /// The rows of one epoch, in batches of up to `BATCH_ROWS`.
+/// Stored rows: each in Arrow's row format (from where it starts in the
+/// bytes) and its count.
+type StoredRows = Box<dyn Iterator<Item = Result<(Vec<u8>, usize, usize)>> + Send>;
+
 pub struct MultisetBatches {
-    guard: ReadGuard,
-    entries: crate::state::Entries,
-    prefix_length: usize,
-    /// Entries are key -> row versions, not row -> count versions.
-    keyed: bool,
+    /// Keeps the epoch's versions while the rows are read.
+    _guard: ReadGuard,
+    rows: StoredRows,
     converter: RowConverter,
     schema: SchemaRef,
     projection: Option<Vec<usize>>,
@@ -132,24 +182,13 @@ impl MultisetBatches {
         // Each row in Arrow's row format, where it starts, and its count.
         let mut found: Vec<(Vec<u8>, usize, usize)> = Vec::new();
         let mut rows = 0;
-        let (epoch, aborted) = (self.guard.epoch, &self.guard.aborted);
         while rows < BATCH_ROWS {
-            let Some(entry) = self.entries.next() else {
+            let Some(row) = self.rows.next() else {
                 break;
             };
-            let (stored_key, value) = entry?;
-            if self.keyed {
-                if let Some(row) = RowVersions::decode(&value)?.row_at(epoch, aborted) {
-                    found.push((row.to_vec(), 0, 1));
-                    rows += 1;
-                }
-                continue;
-            }
-            let count = CountVersions::decode(&value)?.count_at(epoch, aborted);
-            if count > 0 {
-                found.push((stored_key, self.prefix_length, count as usize));
-                rows += count as usize;
-            }
+            let row = row?;
+            rows += row.2;
+            found.push(row);
         }
         if found.is_empty() {
             return Ok(None);

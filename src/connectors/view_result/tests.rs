@@ -168,47 +168,85 @@ fn keyed(id: u64, store: &Arc<dyn StateStore>) -> ViewResult {
     ViewResult::open(id, schema, RowLayout::Keyed(vec![0]), store.clone()).unwrap()
 }
 
-fn commit(result: &ViewResult, store: &Arc<dyn StateStore>, change: Chunk) {
-    store.commit(result.apply(&change).unwrap()).unwrap();
+/// One statement: its changes applied, sealed, committed and published.
+fn commit(result: &ViewResult, store: &Arc<dyn StateStore>, changes: &[Chunk]) {
+    let mut writes = WriteBatch::new();
+    for change in changes {
+        writes.extend(result.apply(change).unwrap());
+    }
+    writes.extend(ViewSink::seal(result).unwrap());
+    store.commit(writes).unwrap();
     result.publish();
 }
 
+fn pairs(rows: &[(&str, i64)]) -> Vec<(String, i64)> {
+    rows.iter()
+        .map(|(name, n)| (name.to_string(), *n))
+        .collect()
+}
+
 #[test]
-fn a_keyed_view_keeps_one_entry_per_key_through_updates_and_deletes() {
+fn a_keyed_view_keeps_each_key_s_last_row_through_updates_and_deletes() {
     let directory = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
     let result = keyed(5, &store);
-    commit(&result, &store, chunk(&["b", "a"], &[1, 1], &[1, 1]));
-    // An update with the insertion first, one with the retraction first,
-    // and a delete to empty.
-    commit(&result, &store, chunk(&["a", "a"], &[2, 1], &[1, -1]));
-    commit(&result, &store, chunk(&["a", "a"], &[2, 3], &[-1, 1]));
-    commit(&result, &store, chunk(&["b"], &[1], &[-1]));
-    let expected = vec![("a".to_string(), 3)];
-    assert_eq!(names_and_counts(&all_rows(&result)), expected);
-    let entries = store.scan_prefix(&view_rows_prefix(5)).unwrap();
-    // One entry per key: b's keeps its last row for readers of that
-    // commit until the key is next written.
-    assert_eq!(entries.len(), 2);
+    commit(&result, &store, &[chunk(&["b", "a"], &[1, 1], &[1, 1])]);
+    // An update with the insertion first, one with the retraction first
+    // (two chunks of one statement), and a delete to empty.
+    commit(&result, &store, &[chunk(&["a", "a"], &[2, 1], &[1, -1])]);
+    let second = chunk(&["a", "a"], &[2, 3], &[1, -1]);
+    commit(
+        &result,
+        &store,
+        &[chunk(&["a", "a"], &[2, 3], &[-1, 1]), second],
+    );
+    commit(&result, &store, &[chunk(&["b"], &[1], &[-1])]);
+    assert_eq!(names_and_counts(&all_rows(&result)), pairs(&[("a", 2)]));
+    assert_eq!(result.row_count(), 1);
     // Refilled after its delete, then reopened from the store.
-    commit(&result, &store, chunk(&["b"], &[7], &[1]));
+    commit(&result, &store, &[chunk(&["b"], &[7], &[1])]);
     let reopened = keyed(5, &store);
     assert_eq!(reopened.layout(), &RowLayout::Keyed(vec![0]));
     let rows = names_and_counts(&all_rows(&reopened));
-    assert_eq!(rows, vec![("a".to_string(), 3), ("b".to_string(), 7)]);
+    assert_eq!(rows, pairs(&[("a", 2), ("b", 7)]));
     assert_eq!(reopened.row_count(), 2);
 }
 
 #[test]
-fn a_keyed_view_refuses_a_second_row_for_a_key() {
+fn many_statements_leave_few_runs_and_merged_ones_are_deleted() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let result = keyed(10, &store);
+    let names: Vec<String> = (0..400).map(|i| format!("k{i:03}")).collect();
+    for (statement, name) in names.iter().enumerate() {
+        // Each statement adds a key and updates the one before it.
+        let mut change = chunk(&[name], &[1], &[1]);
+        if statement > 0 {
+            let previous = names[statement - 1].as_str();
+            change = chunk(&[name, previous, previous], &[1, 1, 2], &[1, -1, 1]);
+        }
+        commit(&result, &store, &[change]);
+    }
+    let rows = names_and_counts(&all_rows(&result));
+    assert_eq!(rows.len(), 400);
+    assert!(rows[..399].iter().all(|(_, n)| *n == 2) && rows[399].1 == 1);
+    let runs = result.committed_runs();
+    assert!(runs.len() <= 6, "{} runs", runs.len());
+    let stored = super::runs::stored_run_ids(&*store, 10).unwrap();
+    assert!(stored.len() <= runs.len() + 2, "merged runs go: {stored:?}");
+}
+
+#[test]
+fn a_keyed_view_refuses_a_second_row_for_a_key_in_a_statement() {
     let directory = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
     let result = keyed(6, &store);
-    commit(&result, &store, chunk(&["a"], &[1], &[1]));
-    let error = result.apply(&chunk(&["a"], &[2], &[1])).unwrap_err();
+    commit(&result, &store, &[chunk(&["a"], &[1], &[1])]);
+    result.apply(&chunk(&["b"], &[2], &[1])).unwrap();
+    let error = result.apply(&chunk(&["b"], &[3], &[1])).unwrap_err();
     assert_eq!(error.code, "XX000");
     result.discard();
-    assert_eq!(names_and_counts(&all_rows(&result)), vec![("a".into(), 1)]);
+    assert_eq!(names_and_counts(&all_rows(&result)), pairs(&[("a", 1)]));
 }
 
 #[test]
@@ -219,70 +257,99 @@ fn a_keyed_query_reads_one_commit_while_later_ones_land() {
     let names: Vec<String> = (0..20_000).map(|i| format!("row{i:05}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let ones = vec![1; refs.len()];
-    commit(&result, &store, chunk(&refs, &ones, &ones));
+    commit(&result, &store, &[chunk(&refs, &ones, &ones)]);
     let mut reading = result.rows(None).unwrap().read().unwrap();
     let mut seen = reading.next().unwrap().unwrap().num_rows();
-    // Every key's row goes 1 -> 2 while the query is half way.
-    let twos = vec![2; refs.len()];
-    let mut update = refs.clone();
-    update.extend(&refs);
-    let values: Vec<i64> = ones.iter().chain(&twos).copied().collect();
-    let diffs: Vec<i64> = vec![-1; refs.len()]
-        .into_iter()
-        .chain(ones.clone())
-        .collect();
-    commit(&result, &store, chunk(&update, &values, &diffs));
+    // Every key's row goes 1 -> 2, several times over, while the query is
+    // half way; the runs it reads are merged away meanwhile.
+    for value in 2..6 {
+        let mut update = refs.clone();
+        update.extend(&refs);
+        let values: Vec<i64> = vec![value - 1; refs.len()]
+            .into_iter()
+            .chain(vec![value; refs.len()])
+            .collect();
+        let diffs: Vec<i64> = vec![-1; refs.len()]
+            .into_iter()
+            .chain(ones.clone())
+            .collect();
+        commit(&result, &store, &[chunk(&update, &values, &diffs)]);
+    }
     for batch in reading {
         let batch = batch.unwrap();
         let counts = batch.column(1).as_primitive::<Int64Type>();
-        assert!(counts.values().iter().all(|&n| n == 1), "the old epoch");
+        assert!(counts.values().iter().all(|&n| n == 1), "the old commit");
         seen += batch.num_rows();
     }
     assert_eq!(seen, refs.len());
     let now = all_rows(&result);
     let counts = now.column(1).as_primitive::<Int64Type>();
-    assert!(counts.values().iter().all(|&n| n == 2) && now.num_rows() == refs.len());
+    assert!(counts.values().iter().all(|&n| n == 5) && now.num_rows() == refs.len());
+    // Once the reader is gone, the next commit deletes what it held.
+    commit(
+        &result,
+        &store,
+        &[chunk(&["row00000", "row00000"], &[5, 6], &[-1, 1])],
+    );
+    let stored = super::runs::stored_run_ids(&*store, 8).unwrap();
+    assert_eq!(stored.len(), result.committed_runs().len());
 }
 
 #[test]
-fn a_keyed_statement_spilled_to_the_store_commits_or_is_discarded() {
+fn a_big_keyed_statement_writes_runs_early_and_a_crash_or_failure_leaves_none() {
     let directory = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
     let result = keyed(9, &store);
-    commit(&result, &store, chunk(&["a", "b"], &[1, 1], &[1, 1]));
-    // A big statement: its first changes go to the store before it ends,
-    // then it touches the same key again.
+    commit(&result, &store, &[chunk(&["a", "b"], &[1, 1], &[1, 1])]);
+    // A statement bigger than the staged limit (4 kB in unit tests): its
+    // first changes become runs before it ends, spilled to the store.
+    let names: Vec<String> = (0..300).map(|i| format!("new{i:03}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ones = vec![1; refs.len()];
     let spill = |result: &ViewResult| {
-        let mut writes = result
-            .apply(&chunk(&["a", "a"], &[1, 2], &[-1, 1]))
-            .unwrap();
+        let mut writes = WriteBatch::new();
+        for (name, one) in refs.iter().zip(&ones) {
+            writes.extend(result.apply(&chunk(&[name], &[*one], &[1])).unwrap());
+        }
         store.commit(result.reserve().unwrap().unwrap()).unwrap();
         store
             .stage(writes.split_off_prefix(&crate::state::all_view_rows_prefix()))
             .unwrap();
         result.spilled();
-        let mut rest = result
-            .apply(&chunk(&["a", "a", "b"], &[2, 3, 1], &[-1, 1, -1]))
-            .unwrap();
-        rest.extend(writes);
-        rest
+        writes.extend(
+            result
+                .apply(&chunk(&["a", "a", "b"], &[1, 3, 1], &[-1, 1, -1]))
+                .unwrap(),
+        );
+        writes.extend(ViewSink::seal(result).unwrap());
+        writes
     };
+    let before = pairs(&[("a", 1), ("b", 1)]);
     let writes = spill(&result);
-    result.discard();
     drop(writes);
-    let before = vec![("a".to_string(), 1), ("b".to_string(), 1)];
-    assert_eq!(names_and_counts(&all_rows(&result)), before);
+    // A crash: the reopened view reads what was committed, and retires
+    // the runs the statement left.
+    let reopened = keyed(9, &store);
+    assert_eq!(names_and_counts(&all_rows(&reopened)), before);
+    commit(&reopened, &store, &[chunk(&["c"], &[1], &[1])]);
+    // (A run merged away by a commit goes with the next one.)
+    commit(&reopened, &store, &[chunk(&["c", "c"], &[1, 1], &[-1, 1])]);
+    let stored = super::runs::stored_run_ids(&*store, 9).unwrap();
     assert_eq!(
-        names_and_counts(&all_rows(&keyed(9, &store))),
-        before,
-        "after a crash too"
+        stored.len(),
+        reopened.committed_runs().len(),
+        "orphans deleted"
     );
-    let writes = spill(&result);
+    // A failure: discarded, then committed for real.
+    let writes = spill(&reopened);
+    reopened.discard();
+    drop(writes);
+    let with_c = pairs(&[("a", 1), ("b", 1), ("c", 1)]);
+    assert_eq!(names_and_counts(&all_rows(&reopened)), with_c);
+    let writes = spill(&reopened);
     store.commit(writes).unwrap();
-    result.publish();
-    assert_eq!(names_and_counts(&all_rows(&result)), vec![("a".into(), 3)]);
-    assert_eq!(
-        names_and_counts(&all_rows(&keyed(9, &store))),
-        vec![("a".into(), 3)]
-    );
+    reopened.publish();
+    let rows = names_and_counts(&all_rows(&keyed(9, &store)));
+    assert_eq!(rows.len(), 302);
+    assert_eq!(&rows[..2], &pairs(&[("a", 3), ("c", 1)])[..]);
 }
