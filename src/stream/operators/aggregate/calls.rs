@@ -92,17 +92,29 @@ fn copies_state(function: &AggregateFunctionExpr) -> bool {
 }
 
 /// The aggregate value columns (after the first `groups` columns of
-/// `schema`) of emitted rows.
+/// `schema`) of emitted rows, each row's values taken (not copied).
 pub fn value_columns(
     schema: &SchemaRef,
     groups: usize,
-    rows: &[&[ScalarValue]],
+    rows: impl ExactSizeIterator<Item = Vec<ScalarValue>>,
 ) -> Result<Vec<ArrayRef>> {
-    schema.fields()[groups..]
+    let fields = &schema.fields()[groups..];
+    let length = rows.len();
+    let mut columns: Vec<Vec<ScalarValue>> =
+        fields.iter().map(|_| Vec::with_capacity(length)).collect();
+    for row in rows {
+        for (column, value) in columns.iter_mut().zip(row) {
+            column.push(value);
+        }
+    }
+    fields
         .iter()
-        .enumerate()
-        .map(|(index, field)| {
-            let column = ScalarValue::iter_to_array(rows.iter().map(|row| row[index].clone()))?;
+        .zip(columns)
+        .map(|(field, values)| {
+            if values.is_empty() {
+                return Ok(datafusion::arrow::array::new_empty_array(field.data_type()));
+            }
+            let column = ScalarValue::iter_to_array(values)?;
             Ok(if column.data_type() == field.data_type() {
                 column
             } else {

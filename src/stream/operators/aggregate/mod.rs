@@ -42,6 +42,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, UInt32Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::hash_map::EntryRef;
 use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
@@ -200,10 +201,10 @@ impl AggregateOperator {
         } else {
             self.converter.convert_rows(keys)?
         };
-        let values: Vec<&[ScalarValue]> = emitted.iter().map(|(_, v, _)| v.as_slice()).collect();
-        columns.extend(value_columns(&self.schema, self.groups.len(), &values)?);
-        let diffs = emitted.iter().map(|(_, _, diff)| *diff);
-        push_changes(&self.schema, columns, diffs, output)
+        let diffs: Vec<i64> = emitted.iter().map(|(_, _, diff)| *diff).collect();
+        let values = emitted.into_iter().map(|(_, values, _)| values);
+        columns.extend(value_columns(&self.schema, self.groups.len(), values)?);
+        push_changes(&self.schema, columns, diffs.into_iter(), output)
     }
 }
 
@@ -442,24 +443,33 @@ impl AggregateOperator {
         let emits = self.pending.is_none()
             && (self.emit == EmitMode::OnUpdate || context.watermark.is_some_and(|w| w >= end));
         let bin = self.bins.entry(end).or_default();
-        self.undo
-            .before_change((end, key), bin.get_mut(key), &self.calls)?;
-        let existed = bin.contains_key(key);
-        // Whether the group's row is shown (a global group is there from
-        // the start but shown only once paid for).
+        // One lookup of the group: what it was goes to the undo (and under
+        // EMIT EVERY to the pending firing) before it changes.
+        let (undo, pending, calls) = (&mut self.undo, &mut self.pending, &self.calls);
+        let (accumulators, existed) = match bin.entry_ref(key) {
+            EntryRef::Occupied(entry) => {
+                let accumulators = entry.into_mut();
+                undo.before_change((end, key), Some(&mut *accumulators), calls)?;
+                if let Some(pending) = pending {
+                    // A global group is there from the start but shown
+                    // only once paid for.
+                    pending.note(end, key, || match unshown {
+                        false => evaluate(accumulators).map(Some),
+                        true => Ok(None),
+                    })?;
+                }
+                (accumulators, true)
+            }
+            EntryRef::Vacant(entry) => {
+                undo.before_change((end, key), None, calls)?;
+                if let Some(pending) = pending {
+                    pending.note(end, key, || Ok(None))?;
+                }
+                (entry.insert(new_accumulators(calls)?), false)
+            }
+        };
+        // Whether the group's row is shown.
         let shown = existed && !unshown;
-        if let Some(pending) = &mut self.pending {
-            pending.note(end, key, || match bin.get_mut(key) {
-                Some(accumulators) if shown => evaluate(accumulators).map(Some),
-                _ => Ok(None),
-            })?;
-        }
-        if !existed {
-            bin.insert(key.to_vec(), new_accumulators(&self.calls)?);
-        }
-        let accumulators = bin
-            .get_mut(key)
-            .ok_or_else(|| WeirError::internal("a group vanished"))?;
         let before = match emits && shown {
             true => Some(evaluate(accumulators)?),
             false => None,

@@ -313,14 +313,10 @@ impl SessionShape {
             };
             columns.push(column);
         }
-        let values: Vec<&[ScalarValue]> = emitted.iter().map(|e| e.3.as_slice()).collect();
-        columns.extend(value_columns(&self.schema, self.group_count, &values)?);
-        push_changes(
-            &self.schema,
-            columns,
-            emitted.iter().map(|e| e.4),
-            &mut output,
-        )?;
+        let diffs: Vec<i64> = emitted.iter().map(|e| e.4).collect();
+        let values = emitted.into_iter().map(|e| e.3);
+        columns.extend(value_columns(&self.schema, self.group_count, values)?);
+        push_changes(&self.schema, columns, diffs.into_iter(), &mut output)?;
         Ok(output)
     }
 }
