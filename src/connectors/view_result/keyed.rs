@@ -90,6 +90,9 @@ pub(super) struct KeyedStaged {
     bytes: usize,
     /// Runs the statement wrote already (oldest first).
     runs: Vec<Arc<Run>>,
+    /// How many of them are in the store (spilled by the dataflow), so
+    /// that a merge may read them.
+    runs_in_store: usize,
     /// The run list its commit publishes, and the runs merged away.
     sealed: Option<(RunList, Vec<Arc<Run>>)>,
     /// Retired runs its commit deletes.
@@ -199,6 +202,11 @@ impl ViewResult {
         runs.next_run - 1
     }
 
+    /// The dataflow put the statement's writes so far in the store.
+    pub(super) fn spilled_keyed(&self, staged: &mut super::Staged) {
+        staged.keyed.runs_in_store = staged.keyed.runs.len();
+    }
+
     /// The committed runs, as the head lists them.
     pub(super) fn committed_runs(&self) -> Vec<Run> {
         let committed = self.keyed_runs().committed.clone();
@@ -221,31 +229,28 @@ impl ViewResult {
         let committed = self.keyed_runs().committed.clone();
         let keyed = &mut staged.keyed;
         let mut list: Vec<Arc<Run>> = committed.to_vec();
+        list.extend(keyed.runs.iter().cloned());
         let mut merged_away = Vec::new();
-        if keyed.runs.is_empty() && !keyed.changes.is_empty() {
-            // Only a statement that wrote no run yet may merge older runs
-            // into its own: its runs must stay newer than theirs.
-            let new = keyed.changes.len() as u64;
-            let taken = runs::runs_to_merge(&list, new);
+        // The newest runs join the new one when they are small next to it
+        // (or when there are too many) — those the statement wrote too,
+        // once they are readable.
+        let new = keyed.changes.len() as u64;
+        let taken = match keyed.runs_in_store == keyed.runs.len() {
+            true => runs::runs_to_merge(&list, new),
+            false => 0,
+        };
+        if new > 0 || taken > 0 {
             merged_away = list.split_off(list.len() - taken);
             let id = self.allocate_run();
             let mut sources = vec![Source::memory(std::mem::take(&mut keyed.changes))];
             for run in merged_away.iter().rev() {
-                sources.push(Source::Run(RunCursor::new(
-                    self.store.clone(),
-                    self.id,
-                    run.clone(),
-                )));
+                let cursor = RunCursor::new(self.store.clone(), self.id, run.clone());
+                sources.push(Source::Run(cursor));
             }
-            let complete = list.is_empty();
-            let merge = Merge::new(sources, complete);
+            let merge = Merge::new(sources, list.is_empty());
             list.push(Arc::new(runs::write_run(self.id, id, merge, &mut writes)?));
             keyed.bytes = 0;
-        } else if !keyed.changes.is_empty() {
-            let run = self.write_staged(keyed, &mut writes)?;
-            keyed.runs.push(Arc::new(run));
         }
-        list.extend(keyed.runs.iter().cloned());
         list.retain(|run| run.entries > 0);
         let head = ViewHead {
             layout: self.layout.clone(),
@@ -296,16 +301,16 @@ impl ViewResult {
         let mut runs = self.keyed_runs();
         let keyed = staged.keyed;
         runs.retired.extend(keyed.deleting);
-        match keyed.sealed {
-            Some((list, _)) => {
-                let fresh: Vec<Arc<Run>> = list
-                    .iter()
-                    .filter(|run| !runs.committed.iter().any(|held| Arc::ptr_eq(held, run)))
-                    .cloned()
-                    .collect();
-                runs.retired.extend(fresh);
+        let mut written = keyed.runs;
+        if let Some((list, _)) = keyed.sealed {
+            written.extend(list.iter().cloned());
+        }
+        for run in written {
+            let committed = runs.committed.iter().any(|held| Arc::ptr_eq(held, &run));
+            let retired = runs.retired.iter().any(|held| Arc::ptr_eq(held, &run));
+            if !committed && !retired {
+                runs.retired.push(run);
             }
-            None => runs.retired.extend(keyed.runs),
         }
     }
 }

@@ -426,6 +426,7 @@ impl ViewResult {
     /// from now on the store holds this statement's running counts.
     pub fn spilled(&self) {
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        self.spilled_keyed(&mut staged);
         if staged.reserved {
             staged.in_store = true;
             staged.rows = BTreeMap::new();

@@ -292,7 +292,8 @@ pub fn runs_to_merge(runs: &[Arc<Run>], new: u64) -> usize {
     let mut taken = 0;
     for run in runs.iter().rev() {
         let too_many = runs.len() - taken >= MOST_RUNS;
-        if run.entries >= FACTOR * merged.max(1) && !too_many {
+        let small = merged > 0 && run.entries < FACTOR * merged;
+        if !small && !too_many {
             break;
         }
         merged += run.entries;
@@ -369,6 +370,8 @@ mod tests {
         assert_eq!(runs_to_merge(&[run(1_000_000), run(100)], 100), 1);
         assert_eq!(runs_to_merge(&[run(1_000_000), run(100_000)], 100), 0);
         assert_eq!(runs_to_merge(&[run(300), run(100)], 100), 2);
+        // Nothing new: runs are merged only when there are too many.
+        assert_eq!(runs_to_merge(&[run(3), run(1)], 0), 0);
         let many: Vec<_> = (0..20).map(|i| run(1 << (40 - i))).collect();
         assert!(runs_to_merge(&many, 1) >= 9, "never more than a dozen runs");
     }

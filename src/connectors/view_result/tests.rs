@@ -168,11 +168,20 @@ fn keyed(id: u64, store: &Arc<dyn StateStore>) -> ViewResult {
     ViewResult::open(id, schema, RowLayout::Keyed(vec![0]), store.clone()).unwrap()
 }
 
-/// One statement: its changes applied, sealed, committed and published.
+/// One statement: its changes applied (what they write put in the store
+/// at once, as the dataflow's spill does), sealed, committed, published.
 fn commit(result: &ViewResult, store: &Arc<dyn StateStore>, changes: &[Chunk]) {
     let mut writes = WriteBatch::new();
     for change in changes {
         writes.extend(result.apply(change).unwrap());
+        if !writes.is_empty() {
+            if let Some(reservation) = result.reserve().unwrap() {
+                store.commit(reservation).unwrap();
+            }
+            let rows = writes.split_off_prefix(&crate::state::all_view_rows_prefix());
+            store.stage(rows).unwrap();
+            result.spilled();
+        }
     }
     writes.extend(ViewSink::seal(result).unwrap());
     store.commit(writes).unwrap();
@@ -260,9 +269,10 @@ fn a_keyed_query_reads_one_commit_while_later_ones_land() {
     commit(&result, &store, &[chunk(&refs, &ones, &ones)]);
     let mut reading = result.rows(None).unwrap().read().unwrap();
     let mut seen = reading.next().unwrap().unwrap().num_rows();
-    // Every key's row goes 1 -> 2, several times over, while the query is
-    // half way; the runs it reads are merged away meanwhile.
-    for value in 2..6 {
+    // Every key's row goes 1 -> 2, many times over, while the query is
+    // half way; the runs it reads are merged away meanwhile (past a dozen
+    // runs), and later commits delete only what no reader holds.
+    for value in 2..20 {
         let mut update = refs.clone();
         update.extend(&refs);
         let values: Vec<i64> = vec![value - 1; refs.len()]
@@ -284,12 +294,13 @@ fn a_keyed_query_reads_one_commit_while_later_ones_land() {
     assert_eq!(seen, refs.len());
     let now = all_rows(&result);
     let counts = now.column(1).as_primitive::<Int64Type>();
-    assert!(counts.values().iter().all(|&n| n == 5) && now.num_rows() == refs.len());
+    assert!(counts.values().iter().all(|&n| n == 19) && now.num_rows() == refs.len());
+    assert!(result.committed_runs().len() <= 12);
     // Once the reader is gone, the next commit deletes what it held.
     commit(
         &result,
         &store,
-        &[chunk(&["row00000", "row00000"], &[5, 6], &[-1, 1])],
+        &[chunk(&["row00000", "row00000"], &[19, 20], &[-1, 1])],
     );
     let stored = super::runs::stored_run_ids(&*store, 8).unwrap();
     assert_eq!(stored.len(), result.committed_runs().len());
