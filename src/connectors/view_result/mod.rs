@@ -1,19 +1,22 @@
-//! The rows of a materialized view in the state store, in one of two
+//! The rows of a materialized view in the state store, in one of three
 //! layouts chosen when the view is created and kept in its head. A view
 //! that only ever adds rows keeps an append-only log of Arrow batches
-//! (`log`); any other keeps a multiset (row -> count), one entry per
-//! distinct row keyed by the row in Arrow's row format (`multiset`). Nothing
-//! of either is held in memory: a change writes only what it touches, and a
-//! query streams the rows from the store. For the multiset each commit is
-//! an epoch; a stored row keeps its count per epoch while a reader may need
-//! it (`versions`), so a query sees exactly one commit's rows; a log reader
-//! reads the entries committed when it started. The state envelope's format
-//! version pins the row encoding (docs/decisions.md).
+//! (`log`); a GROUP BY view whose rows are updated keeps them by key in
+//! sorted runs (`keyed`, `runs`); any other keeps a multiset (row ->
+//! count), one entry per distinct row keyed by the row in Arrow's row
+//! format (`multiset`). None is held in memory beyond a statement's
+//! changes: a query streams the rows from the store. For the multiset each
+//! commit is an epoch; a stored row keeps its count per epoch while a
+//! reader may need it (`versions`), so a query sees exactly one commit's
+//! rows; a log reader reads the entries committed when it started, a keyed
+//! reader the runs committed then. The state envelope's format version pins
+//! the row encoding (docs/decisions.md). `provider` is the DataFusion face.
 
 mod feed;
 mod keyed;
 mod log;
 mod multiset;
+mod provider;
 mod runs;
 mod scan;
 mod versions;
@@ -23,14 +26,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
-use datafusion::catalog::Session as DataFusionSession;
-use datafusion::datasource::{TableProvider, TableType};
-use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::streaming::StreamingTableExec;
-use datafusion::physical_plan::ExecutionPlan;
 use serde::{Deserialize, Serialize};
 
 use crate::connectors::sink::Outbox;
@@ -40,6 +37,7 @@ use crate::stream::message::Chunk;
 use crate::stream::ViewSink;
 pub use feed::{Change, Queue as SubscriberQueue};
 use log::LogPosition;
+pub use provider::MaterializedViewTable;
 pub use scan::{RowBatches, ViewRows};
 use versions::CountVersions;
 
@@ -647,80 +645,6 @@ impl ViewSink for ViewResult {
 
     fn discard(&self) {
         ViewResult::discard(self)
-    }
-}
-
-/// The DataFusion face of a materialized view: a scan of its current rows.
-/// A rebuilt view gets a new `ViewResult` in the same provider, so a plan
-/// prepared before (which holds the provider) reads the new one.
-#[derive(Debug)]
-pub struct MaterializedViewTable {
-    result: std::sync::RwLock<Arc<ViewResult>>,
-    /// Why the view failed to recover: queries of it fail with this.
-    failure: std::sync::RwLock<Option<String>>,
-}
-
-impl MaterializedViewTable {
-    pub fn new(result: Arc<ViewResult>) -> Self {
-        MaterializedViewTable {
-            result: std::sync::RwLock::new(result),
-            failure: std::sync::RwLock::new(None),
-        }
-    }
-
-    /// Queries of the view fail with `message` from now on.
-    pub fn fail(&self, message: String) {
-        *self.failure.write().unwrap_or_else(|p| p.into_inner()) = Some(message);
-    }
-
-    pub fn result(&self) -> Arc<ViewResult> {
-        self.result
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// The view's rows are `result` from now on; returns the previous.
-    pub fn replace(&self, result: Arc<ViewResult>) -> Arc<ViewResult> {
-        let mut current = self.result.write().unwrap_or_else(|p| p.into_inner());
-        std::mem::replace(&mut *current, result)
-    }
-}
-
-#[async_trait]
-impl TableProvider for MaterializedViewTable {
-    fn schema(&self) -> SchemaRef {
-        self.result().schema()
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn DataFusionSession,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let failure = self.failure.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(message) = failure.as_ref() {
-            let error = WeirError::new(crate::error::sqlstate::INTERNAL_ERROR, message.clone())
-                .with_hint("DROP the materialized view and create it again; its inputs are whole.");
-            return Err(datafusion::error::DataFusionError::External(Box::new(
-                error,
-            )));
-        }
-        drop(failure);
-        let rows = self
-            .result()
-            .rows(projection.cloned())
-            .map_err(|error| datafusion::error::DataFusionError::External(Box::new(error)))?;
-        let schema = datafusion::physical_plan::streaming::PartitionStream::schema(&rows).clone();
-        let exec =
-            StreamingTableExec::try_new(schema, vec![Arc::new(rows)], None, [], false, None)?;
-        Ok(Arc::new(exec))
     }
 }
 
