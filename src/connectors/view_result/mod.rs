@@ -39,7 +39,7 @@ pub use feed::{Change, Queue as SubscriberQueue};
 use log::LogPosition;
 pub use provider::MaterializedViewTable;
 pub use scan::{RowBatches, ViewRows};
-use versions::CountVersions;
+use versions::Versions;
 
 pub struct ViewResult {
     id: u64,
@@ -586,7 +586,7 @@ fn count_legacy_rows(store: &dyn StateStore, id: u64) -> Result<Option<ViewHead>
     let mut rows = 0;
     let mut found = false;
     for entry in store.scan_range(&view_rows_prefix(id), &view_rows_end(id)) {
-        rows += CountVersions::decode(&entry?.1)?.count_at(0, &[]);
+        rows += Versions::decode(&entry?.1)?.count_at(0, &[]);
         found = true;
     }
     Ok(found.then(|| ViewHead {

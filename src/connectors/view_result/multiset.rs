@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use super::versions::CountVersions;
+use super::versions::Versions;
 use super::{encode_head, view_head_key, view_rows_prefix, ViewHead, ViewResult};
 use crate::error::Result;
 use crate::state::WriteBatch;
@@ -29,8 +29,8 @@ impl ViewResult {
             let mut stored_key = prefix.clone();
             stored_key.extend_from_slice(bytes);
             let versions = match self.store.get(&stored_key)? {
-                Some(value) => CountVersions::decode(&value)?,
-                None => CountVersions::default(),
+                Some(value) => Versions::decode(&value)?,
+                None => Versions::default(),
             };
             let committed_count = versions.count_at(committed, &aborted);
             let before = if staged.in_store {

@@ -15,7 +15,7 @@ use datafusion::physical_plan::streaming::PartitionStream;
 use super::keyed::KeyedRuns;
 use super::log::{LogBatches, LogPosition};
 use super::runs::{Merge, RunCursor, Source};
-use super::versions::CountVersions;
+use super::versions::Versions;
 use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, RowLayout, ViewResult};
 use crate::error::Result;
 use crate::state::StateStore;
@@ -117,7 +117,7 @@ impl ViewRows {
         let (epoch, aborted) = (guard.epoch, guard.aborted.clone());
         let rows = entries.filter_map(move |entry| {
             let count = entry.and_then(|(key, value)| {
-                let count = CountVersions::decode(&value)?.count_at(epoch, &aborted);
+                let count = Versions::decode(&value)?.count_at(epoch, &aborted);
                 Ok((key, count))
             });
             match count {

@@ -11,9 +11,6 @@ const TAG: u8 = 1;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Versions(Vec<(u64, i64)>);
 
-/// A multiset row's count per epoch.
-pub type CountVersions = Versions;
-
 impl Versions {
     pub fn decode(value: &[u8]) -> Result<Self> {
         if value.len() == 8 {
