@@ -130,6 +130,11 @@ impl<O: Operator + ?Sized> Stage<O> {
         &self.operator
     }
 
+    /// Its input watermark (None until the first).
+    pub fn watermark(&self) -> Option<i64> {
+        self.watermark
+    }
+
     pub fn operator_mut(&mut self) -> &mut O {
         &mut self.operator
     }

@@ -12,7 +12,9 @@ use crate::error::Result;
 use crate::stream::operators::aggregate::calls::AggregateCall;
 use crate::stream::operators::aggregate::late::SideOutputShape;
 use crate::stream::operators::aggregate::session_aggregate::SessionColumns;
-use crate::stream::operators::aggregate::{LateHandling, WindowGroup};
+use crate::stream::operators::aggregate::{
+    has_typed_states, LateHandling, UpdatingAggregateOperator, WindowGroup,
+};
 use crate::stream::operators::window::{describe_duration, WindowSpec};
 use crate::stream::operators::{
     AggregateOperator, EmitOnCloseOperator, FilterOperator, OverWindowOperator, ProjectOperator,
@@ -92,6 +94,13 @@ impl AggregateNode {
             && !self.fires;
         self.window.filter(|_| closes_once)
     }
+
+    /// Groups shown as they change, every call with typed state: the
+    /// vectorised `UpdatingAggregateOperator`.
+    fn updates_vectorised(&self) -> Result<bool> {
+        let shown_on_update = self.emit == EmitMode::OnUpdate && !self.fires;
+        Ok(shown_on_update && !self.groups.is_empty() && has_typed_states(&self.calls)?)
+    }
 }
 
 /// GROUP BY over SESSION windows: merges each key's sessions.
@@ -148,6 +157,14 @@ impl StreamNode {
                     node.schema,
                     late_handling(node.late, late_rows, node.side_output),
                     crate::stream::parallelism::window_partitions(),
+                )?),
+                None if node.updates_vectorised()? => Box::new(UpdatingAggregateOperator::new(
+                    node.groups,
+                    node.calls,
+                    node.window,
+                    node.schema,
+                    late_handling(node.late, late_rows, node.side_output),
+                    node.retracting,
                 )?),
                 None => {
                     let mut operator = AggregateOperator::new(

@@ -16,6 +16,7 @@
 
 pub mod calls;
 mod firing;
+mod group_states;
 pub mod late;
 pub mod retraction;
 pub mod session_aggregate;
@@ -26,13 +27,17 @@ mod session_steps;
 mod session_undo;
 mod state;
 mod undo;
+pub mod updating_aggregate;
+mod updating_bin;
 pub mod window_aggregate;
 mod window_bin;
 mod window_closes;
 mod window_partitions;
 mod window_staging;
 
+pub use group_states::all_supported as has_typed_states;
 pub use session_aggregate::SessionAggregateOperator;
+pub use updating_aggregate::UpdatingAggregateOperator;
 pub use window_aggregate::WindowAggregateOperator;
 
 use std::collections::BTreeMap;
@@ -569,3 +574,5 @@ impl AggregateOperator {
 mod firing_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod updating_aggregate_tests;

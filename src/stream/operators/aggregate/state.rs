@@ -130,7 +130,7 @@ fn row_converter(types: &[DataType]) -> Result<RowConverter> {
 /// then cost their own bytes, where an Arrow IPC stream spends a kilobyte
 /// or more on schema and framing; state the row format cannot hold is
 /// written as IPC.
-fn encode_rows(
+pub(super) fn encode_rows(
     keys: BinaryArray,
     states: Vec<ArrayRef>,
     calls: &[AggregateCall],

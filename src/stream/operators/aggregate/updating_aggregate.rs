@@ -1,0 +1,302 @@
+//! GROUP BY for views that emit on update (the default), vectorised: a
+//! batch's rows are split by window (one bin for an aggregate without a
+//! window), and each bin works out, for the groups the batch touched, their
+//! values before and after it in typed columns (`updating_bin`) — no
+//! accumulator, `ScalarValue` or owned key per group or row. Planned when
+//! every call has typed state (`group_states`); other views, and those
+//! under EMIT EVERY or emitting on window close, use `AggregateOperator`,
+//! whose checkpoint format this one shares.
+//!
+//! A failed write group is undone bin by bin: each bin keeps its groups as
+//! they were before the group first changed them; bins the group made are
+//! removed and bins it closed put back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, BooleanArray, UInt32Array};
+use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::calls::{evaluate_arguments, push_changes, AggregateCall, Arguments};
+use super::state::{checkpointed_bins, BinChanges};
+use super::updating_bin::{BinBatch, UpdatingBin, UpdatingShape};
+use super::{late_row, window_ends, LateHandling, WindowGroup, UNWINDOWED};
+use crate::error::{Result, WeirError};
+use crate::stream::checkpoint::{StateReader, StateWriter};
+use crate::stream::message::Chunk;
+use crate::stream::operator::{Context, Operator, Output};
+
+pub struct UpdatingAggregateOperator {
+    groups: Vec<Arc<dyn PhysicalExpr>>,
+    window: Option<WindowGroup>,
+    /// Group columns then aggregate values.
+    schema: SchemaRef,
+    shape: UpdatingShape,
+    /// Window end -> its groups.
+    bins: BTreeMap<i64, UpdatingBin>,
+    late: LateHandling,
+    /// Bins changed and closed since the last checkpoint.
+    bin_changes: BinChanges,
+    undo: Undo,
+}
+
+/// What the write group running now did to the bins.
+#[derive(Default)]
+struct Undo {
+    changed: BTreeSet<i64>,
+    created: BTreeSet<i64>,
+    dropped: BTreeMap<i64, UpdatingBin>,
+}
+
+impl UpdatingAggregateOperator {
+    pub fn new(
+        groups: Vec<Arc<dyn PhysicalExpr>>,
+        calls: Vec<AggregateCall>,
+        window: Option<WindowGroup>,
+        schema: SchemaRef,
+        late: LateHandling,
+        retracting: bool,
+    ) -> Result<Self> {
+        let key_schema = Arc::new(schema.project(&(0..groups.len()).collect::<Vec<_>>())?);
+        let fields = key_schema
+            .fields()
+            .iter()
+            .map(|field| SortField::new(field.data_type().clone()))
+            .collect();
+        Ok(UpdatingAggregateOperator {
+            groups,
+            window,
+            schema,
+            shape: UpdatingShape {
+                key_schema,
+                converter: RowConverter::new(fields)?,
+                calls,
+                retracting,
+            },
+            bins: BTreeMap::new(),
+            late,
+            bin_changes: BinChanges::default(),
+            undo: Undo::default(),
+        })
+    }
+
+    /// The rows of the chunk per window end, late rows and rows without a
+    /// window left out (late ones reported).
+    fn rows_by_end(
+        &self,
+        chunk: &Chunk,
+        keys: &[ArrayRef],
+        context: Context,
+    ) -> Result<BTreeMap<i64, Vec<u32>>> {
+        let rows = chunk.num_rows();
+        let ends = match &self.window {
+            Some(window) => window_ends(window, keys)?,
+            None => vec![Some(UNWINDOWED); rows],
+        };
+        let lateness = self.late.policy.allowed_lateness_ns();
+        let mut by_end: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+        let mut late = Vec::new();
+        for (row, end) in ends.into_iter().enumerate() {
+            let Some(end) = end else { continue };
+            if chunk.diff(row) < 0 && !self.shape.retracting {
+                return Err(WeirError::internal("an aggregate received a retraction"));
+            }
+            let window = self.window.as_ref();
+            if let Some(late_row) =
+                window.and_then(|w| late_row(w, chunk, context.watermark, row, end, lateness))
+            {
+                late.push(late_row);
+                continue;
+            }
+            by_end.entry(end).or_default().push(row as u32);
+        }
+        self.late.report(chunk, &late)?;
+        Ok(by_end)
+    }
+
+    /// Applies the chunk's `rows` of the bin ending at `end`.
+    fn apply(
+        &mut self,
+        end: i64,
+        rows: Option<&UInt32Array>,
+        (keys, arguments, diffs): (&[ArrayRef], &[Arguments], Option<&[i64]>),
+        output: &mut Output,
+    ) -> Result<()> {
+        let taken = match rows {
+            Some(rows) => Some(taken_rows(rows, keys, arguments, diffs)?),
+            None => None,
+        };
+        let (keys, arguments, diffs) = match &taken {
+            Some((keys, arguments, diffs)) => {
+                (keys.as_slice(), arguments.as_slice(), diffs.as_deref())
+            }
+            None => (keys, arguments, diffs),
+        };
+        if !self.bins.contains_key(&end) {
+            self.bins.insert(end, UpdatingBin::new(&self.shape)?);
+            self.undo.created.insert(end);
+        }
+        let bin = self.bins.get_mut(&end).expect("inserted above");
+        self.undo.changed.insert(end);
+        self.bin_changes.changed.insert(end);
+        let batch = BinBatch {
+            keys,
+            arguments,
+            diffs,
+        };
+        let changes = bin.apply(batch, &self.shape)?;
+        if changes.diffs.is_empty() {
+            return Ok(());
+        }
+        let mut columns = keys
+            .iter()
+            .map(|column| Ok(take(column.as_ref(), &changes.key_rows, None)?))
+            .collect::<Result<Vec<_>>>()?;
+        let fields = &self.schema.fields()[keys.len()..];
+        for (values, field) in changes.values.into_iter().zip(fields) {
+            columns.push(match values.data_type() == field.data_type() {
+                true => values,
+                false => cast(&values, field.data_type())?,
+            });
+        }
+        push_changes(&self.schema, columns, changes.diffs.into_iter(), output)
+    }
+
+    /// Drops the bins that take no more rows: end <= `horizon`.
+    fn drop_expired(&mut self, horizon: i64) {
+        let open = self.bins.split_off(&horizon.saturating_add(1));
+        let expired = std::mem::replace(&mut self.bins, open);
+        for (end, bin) in expired {
+            self.bin_changes.changed.remove(&end);
+            self.bin_changes.closed.insert(end);
+            // Kept until the write group commits, to undo it.
+            self.undo.dropped.insert(end, bin);
+        }
+    }
+}
+
+/// A chunk's `rows` of keys, arguments and diffs.
+type Taken = (Vec<ArrayRef>, Vec<Arguments>, Option<Vec<i64>>);
+
+fn taken_rows(
+    rows: &UInt32Array,
+    keys: &[ArrayRef],
+    arguments: &[Arguments],
+    diffs: Option<&[i64]>,
+) -> Result<Taken> {
+    let column = |column: &ArrayRef| Ok(take(column.as_ref(), rows, None)?);
+    let keys = keys.iter().map(column).collect::<Result<Vec<_>>>()?;
+    let arguments = arguments
+        .iter()
+        .map(|(columns, mask)| {
+            let columns = columns.iter().map(column).collect::<Result<Vec<_>>>()?;
+            let mask = match mask {
+                Some(mask) => {
+                    let taken = take(mask, rows, None)?;
+                    let taken = taken.as_any().downcast_ref::<BooleanArray>().cloned();
+                    Some(taken.ok_or_else(|| WeirError::internal("a FILTER mask is not boolean"))?)
+                }
+                None => None,
+            };
+            Ok((columns, mask))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let diffs = diffs.map(|diffs| {
+        rows.values()
+            .iter()
+            .map(|&row| diffs[row as usize])
+            .collect()
+    });
+    Ok((keys, arguments, diffs))
+}
+
+impl Operator for UpdatingAggregateOperator {
+    fn name(&self) -> &'static str {
+        "Aggregate"
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.bins.values().map(UpdatingBin::memory_bytes).sum()
+    }
+
+    fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
+        let rows = chunk.num_rows();
+        let keys = self
+            .groups
+            .iter()
+            .map(|expression| expression.evaluate(&chunk.rows)?.into_array(rows))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let arguments = evaluate_arguments(&self.shape.calls, &chunk)?;
+        let diffs = chunk.diffs.as_ref().map(|diffs| diffs.values().as_ref());
+        let by_end = self.rows_by_end(&chunk, &keys, context)?;
+        for (end, end_rows) in by_end {
+            // Every row in order: no need to take them.
+            let rows = (end_rows.len() != rows).then(|| UInt32Array::from(end_rows));
+            self.apply(end, rows.as_ref(), (&keys, &arguments, diffs), output)?;
+        }
+        Ok(())
+    }
+
+    fn on_watermark(
+        &mut self,
+        watermark_ns: i64,
+        _context: Context,
+        _output: &mut Output,
+    ) -> Result<()> {
+        if self.window.is_some() {
+            let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
+            self.drop_expired(horizon);
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        let (bins, shape) = (&mut self.bins, &self.shape);
+        self.bin_changes
+            .checkpoint_each(state, |end| match bins.get_mut(&end) {
+                Some(bin) => bin.checkpoint(shape).map(Some),
+                None => Ok(None),
+            })
+    }
+
+    fn restore(&mut self, state: &StateReader) -> Result<()> {
+        for (end, value) in checkpointed_bins(state)? {
+            self.bins
+                .insert(end, UpdatingBin::restore(value, &self.shape)?);
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) {
+        let undo = std::mem::take(&mut self.undo);
+        for end in undo.changed {
+            if let Some(bin) = self.bins.get_mut(&end) {
+                bin.forget();
+            }
+        }
+    }
+
+    fn rollback(&mut self) -> Result<bool> {
+        let undo = std::mem::take(&mut self.undo);
+        for (end, bin) in undo.dropped {
+            self.bin_changes.closed.remove(&end);
+            self.bin_changes.changed.insert(end);
+            self.bins.insert(end, bin);
+        }
+        for end in &undo.created {
+            self.bins.remove(end);
+        }
+        for end in undo.changed.difference(&undo.created) {
+            if let Some(bin) = self.bins.get_mut(end) {
+                bin.undo();
+            }
+        }
+        // Whatever the group touched is written again at the next
+        // checkpoint (a bin it made and a checkpoint wrote is gone now).
+        self.bin_changes.changed.extend(undo.changed);
+        Ok(true)
+    }
+}
