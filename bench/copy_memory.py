@@ -61,6 +61,10 @@ VIEWS = {
         "GROUP BY auction, window_start, window_end EMIT ON WINDOW CLOSE"
     ),
 }
+# The same views emitting on update (the default): partial windows shown
+# as they change.
+for _name in ("tumble", "hop", "session"):
+    VIEWS[f"{_name}_update"] = VIEWS[_name].replace(" EMIT ON WINDOW CLOSE", "")
 
 
 def generate(path, rows, seed=2024):

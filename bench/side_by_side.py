@@ -18,7 +18,11 @@ and SESSION 10 s. One run of this script:
    process (PyFlink's local MiniCluster reading the CSV file, job time
    without JVM start, bench/flink_windows.py) and DuckDB (the file loaded
    into memory first, then the query timed, as a batch engine is used);
-3. prints one table with events/s, peak RSS and weir's ratio to each peer.
+3. prints one table with events/s, peak RSS and weir's ratio to each peer;
+4. then the same three views emitting on update (weir's default: partial
+   windows shown as they change) end to end and in process, against
+   Flink's final-only figures (their rows are checked against DuckDB in
+   step 1 too, after the sentinel).
 
     python3 bench/side_by_side.py --weir target/release/weir \\
         --flink-python /var/tmp/pyflink-venv/bin/python \\
@@ -213,16 +217,17 @@ def check(args, csv_path):
         duckdb_dir = tempfile.mkdtemp(prefix="duckdb-check-", dir=args.work_dir)
         run_duckdb(args, csv_path, out_dir=duckdb_dir)
     try:
-        for offset, scenario in enumerate(args.scenario_list):
+        for offset, scenario in enumerate(args.checked_views):
             weir = normalized(weir_rows(args, scenario, csv_path, args.port + offset))
             line = f"{scenario}: weir {sum(weir.values())} rows"
             if duckdb_dir:
-                duckdb = normalized(read_csv_rows([os.path.join(duckdb_dir, f"{scenario}.csv")]))
+                window = scenario.removesuffix("_update")
+                duckdb = normalized(read_csv_rows([os.path.join(duckdb_dir, f"{window}.csv")]))
                 count, example = difference(weir, duckdb)
                 line += f"; DuckDB {sum(duckdb.values())} rows, {count} differ"
                 line += f" (e.g. {example})" if count else ""
                 args.disagreements += count
-            if "flink" not in args.skip:
+            if "flink" not in args.skip and not scenario.endswith("_update"):
                 flink = normalized(flink_rows(args, scenario, csv_path), milliseconds=True)
                 weir_ms = normalized(
                     [(a, s, e, b, v, d) for (a, s, e, b, v, d) in weir.elements()],
@@ -239,25 +244,27 @@ def check(args, csv_path):
     return lines
 
 
-def weir_end_to_end(args, csv_path):
+def weir_end_to_end(args, csv_path, suffix=""):
     import copy_memory
 
     results = {}
     options = argparse.Namespace(work_dir=args.work_dir, weir=args.weir, csv=csv_path,
                                  copies=1, settle_s=0.5)
     for offset, scenario in enumerate(args.scenario_list):
-        result = copy_memory.run_scenario(options, scenario, copy_memory.VIEWS[scenario],
+        view = scenario + suffix
+        result = copy_memory.run_scenario(options, view, copy_memory.VIEWS[view],
                                           args.port + 10 + offset)
         results[scenario] = {"rows_per_s": result["rows_per_s"],
                              "peak_rss_mb": result["peak_rss_mb"]}
-        print(f"weir end to end {scenario}: {results[scenario]}", file=sys.stderr, flush=True)
+        print(f"weir end to end {view}: {results[scenario]}", file=sys.stderr, flush=True)
     return results
 
 
-def weir_in_process(args):
+def weir_in_process(args, emit="close"):
     results = {}
     for scenario in args.scenario_list:
-        command = [args.weir, "bench", "--scenario", f"keyed-{scenario}", "--rows", str(args.rows)]
+        command = [args.weir, "bench", "--scenario", f"keyed-{scenario}", "--rows", str(args.rows),
+                   "--emit", emit]
         finished = subprocess.run(command, capture_output=True, text=True)
         if finished.returncode != 0:
             raise RuntimeError(f"weir bench failed:\n{finished.stderr[-4000:]}")
@@ -265,7 +272,8 @@ def weir_in_process(args):
             cells = line.split()
             if cells and cells[0] == f"keyed-{scenario}":
                 results[scenario] = {"rows_per_s": float(cells[4])}
-        print(f"weir in process {scenario}: {results[scenario]}", file=sys.stderr, flush=True)
+        print(f"weir in process {scenario} ({emit}): {results[scenario]}", file=sys.stderr,
+              flush=True)
     return results
 
 
@@ -312,6 +320,18 @@ def ratio(numerator, denominator, scenario):
     return f"{top / bottom:.2f}x" if top and bottom else "-"
 
 
+def report_updates(args, e2e, inproc, flink):
+    """The views that emit on update (the default) against Flink's final-only job."""
+    print("\nEmit on update (weir's default; Flink's job emits final windows only):\n")
+    print("| query | weir COPY end to end | weir in process | weir e2e / Flink "
+          "| weir in-process / Flink | RSS MB weir / Flink |")
+    print("|---|---:|---:|---:|---:|---|")
+    for scenario in args.scenario_list:
+        print(f"| {scenario} | {rate(e2e, scenario)} | {rate(inproc, scenario)} "
+              f"| {ratio(e2e, flink, scenario)} | {ratio(inproc, flink, scenario)} "
+              f"| {memory(e2e, scenario)} / {memory(flink, scenario)} |")
+
+
 def report(args, e2e, inproc, flink, duckdb, check_lines):
     print(f"{args.rows:,} bids, {os.cpu_count()} cores; "
           f"{getattr(args, 'flink_version', 'Flink skipped')}; "
@@ -341,7 +361,8 @@ def main():
     parser.add_argument("--flink-parallelism", type=int, default=2)
     parser.add_argument("--duckdb-python", default="/var/tmp/duckdb-venv/bin/python")
     parser.add_argument("--duckdb-threads", type=int, default=2)
-    parser.add_argument("--skip", default="", help="comma-separated: flink, duckdb, check")
+    parser.add_argument("--skip", default="", help="comma-separated: flink, duckdb, check, updates (the views that emit on "
+                             "update, run after the rest)")
     parser.add_argument("--work-dir", default="/var/tmp/weir-bench")
     parser.add_argument("--port", type=int, default=5531)
     parser.add_argument("--duckdb-child", action="store_true", help=argparse.SUPPRESS)
@@ -358,6 +379,9 @@ def main():
     args.scenario_list = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     args.disagreements = 0
+    updates = "updates" not in args.skip
+    args.checked_views = args.scenario_list + (
+        [scenario + "_update" for scenario in args.scenario_list] if updates else [])
     os.makedirs(args.work_dir, exist_ok=True)
     big = os.path.join(args.work_dir, f"bids-{args.rows}.csv")
     small = os.path.join(args.work_dir, f"bids-{args.check_rows}.csv")
@@ -369,6 +393,10 @@ def main():
     flink = {} if "flink" in args.skip else flink_in_process(args, big)
     duckdb = {} if "duckdb" in args.skip else duckdb_batch(args, big)
     report(args, e2e, inproc, flink, duckdb, check_lines)
+    if updates:
+        e2e_updates = weir_end_to_end(args, big, suffix="_update")
+        inproc_updates = weir_in_process(args, emit="update")
+        report_updates(args, e2e_updates, inproc_updates, flink)
     if args.disagreements:
         print(f"\nDISAGREEMENT: {args.disagreements} rows differ", file=sys.stderr)
         return 1

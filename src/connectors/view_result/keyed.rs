@@ -8,15 +8,15 @@
 //! per key (docs/decisions.md). Readers keep the run list they started
 //! with; a run merged away goes once no list holds it.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::HashMap;
 
-use super::runs::{self, Merge, Run, RunCursor, RunList, Source};
+use super::runs::{self, Entry, Merge, Run, RunCursor, RunList, Source};
 use super::{encode_head, view_head_key, ViewHead, ViewResult};
 use crate::error::{Result, WeirError};
 use crate::state::{StateStore, WriteBatch};
@@ -85,8 +85,9 @@ impl KeyedRuns {
 /// A statement's changes to a keyed view.
 #[derive(Default)]
 pub(super) struct KeyedStaged {
-    /// Each changed key's row (None: deleted) as the statement left it.
-    changes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Each changed key's row (None: deleted) as the statement left it;
+    /// sorted once, when written (`sorted_changes`).
+    changes: HashMap<Vec<u8>, Option<Vec<u8>>>,
     bytes: usize,
     /// Runs the statement wrote already (oldest first).
     runs: Vec<Arc<Run>>,
@@ -142,6 +143,13 @@ fn next_row(
     })
 }
 
+/// Staged changes in key order, as a run holds them.
+fn sorted_changes(changes: HashMap<Vec<u8>, Option<Vec<u8>>>) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = changes.into_iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    entries
+}
+
 impl ViewResult {
     /// Stages a chunk of changes in memory (written when sealed).
     pub(super) fn apply_keyed(&self, chunk: &Chunk, key_columns: &[usize]) -> Result<WriteBatch> {
@@ -155,13 +163,13 @@ impl ViewResult {
             .collect();
         let keys = converter.convert_columns(&columns)?;
         let rows = self.converter.convert_columns(chunk.rows.columns())?;
-        let mut by_key: BTreeMap<&[u8], Vec<(&[u8], i64)>> = BTreeMap::new();
-        let mut total = 0;
-        for row in 0..chunk.num_rows() {
-            let change = (rows.row(row).data(), chunk.diff(row));
-            by_key.entry(keys.row(row).data()).or_default().push(change);
-            total += chunk.diff(row);
-        }
+        // Each key's changes together, in the chunk's order.
+        let mut order: Vec<u32> = (0..chunk.num_rows() as u32).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let (left, right) = (keys.row(a as usize), keys.row(b as usize));
+            left.cmp(&right).then(a.cmp(&b))
+        });
+        let total: i64 = (0..chunk.num_rows()).map(|row| chunk.diff(row)).sum();
         let mut staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
         if staged.keyed.sealed.is_some() {
             return Err(WeirError::internal(
@@ -171,13 +179,26 @@ impl ViewResult {
         staged.total += total;
         staged.epoch = self.readers.for_write().3;
         let keyed = &mut staged.keyed;
-        for (key, changes) in by_key {
+        let mut changes = Vec::new();
+        for same_key in order.chunk_by(|&a, &b| keys.row(a as usize) == keys.row(b as usize)) {
+            let key = keys.row(same_key[0] as usize);
+            let key = key.data();
+            changes.clear();
+            changes.extend(
+                same_key
+                    .iter()
+                    .map(|&row| (rows.row(row as usize).data(), chunk.diff(row as usize))),
+            );
             let Some(row) = next_row(keyed.changes.get(key), &changes)? else {
                 continue;
             };
             let size = key.len() + row.as_ref().map_or(0, Vec::len) + STAGED_ENTRY_BYTES;
-            if keyed.changes.insert(key.to_vec(), row).is_none() {
-                keyed.bytes += size;
+            match keyed.changes.get_mut(key) {
+                Some(held) => *held = row,
+                None => {
+                    keyed.changes.insert(key.to_vec(), row);
+                    keyed.bytes += size;
+                }
             }
         }
         let mut writes = WriteBatch::new();
@@ -191,7 +212,7 @@ impl ViewResult {
     /// Writes the staged changes as a new run, emptying them.
     fn write_staged(&self, keyed: &mut KeyedStaged, writes: &mut WriteBatch) -> Result<Run> {
         let id = self.allocate_run();
-        let changes = std::mem::take(&mut keyed.changes);
+        let changes = sorted_changes(std::mem::take(&mut keyed.changes));
         keyed.bytes = 0;
         runs::write_run(self.id, id, changes.into_iter().map(Ok), writes)
     }
@@ -242,7 +263,8 @@ impl ViewResult {
         if new > 0 || taken > 0 {
             merged_away = list.split_off(list.len() - taken);
             let id = self.allocate_run();
-            let mut sources = vec![Source::memory(std::mem::take(&mut keyed.changes))];
+            let changes = sorted_changes(std::mem::take(&mut keyed.changes));
+            let mut sources = vec![Source::memory(changes)];
             for run in merged_away.iter().rev() {
                 let cursor = RunCursor::new(self.store.clone(), self.id, run.clone());
                 sources.push(Source::Run(cursor));

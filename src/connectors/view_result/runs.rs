@@ -197,14 +197,12 @@ impl RunCursor {
 /// Where a merge reads entries from: a stored run, or changes in memory.
 pub enum Source {
     Run(RunCursor),
-    Memory(
-        std::collections::btree_map::IntoIter<Vec<u8>, Option<Vec<u8>>>,
-        Option<Entry>,
-    ),
+    Memory(std::vec::IntoIter<Entry>, Option<Entry>),
 }
 
 impl Source {
-    pub fn memory(changes: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> Self {
+    /// Changes in memory, sorted by key (`sorted_changes`).
+    pub fn memory(changes: Vec<Entry>) -> Self {
         let mut entries = changes.into_iter();
         let first = entries.next();
         Source::Memory(entries, first)
@@ -340,7 +338,8 @@ mod tests {
         ]);
         let merge = |complete| {
             let cursor = RunCursor::new(store.clone(), 1, Arc::new(old_run.clone()));
-            let sources = vec![Source::memory(newer.clone()), Source::Run(cursor)];
+            let newer = newer.clone().into_iter().collect();
+            let sources = vec![Source::memory(newer), Source::Run(cursor)];
             Merge::new(sources, complete).map(text).collect::<Vec<_>>()
         };
         let complete = merge(true);

@@ -64,6 +64,7 @@ impl VisitorMut for WindowRewriter {
     type Break = WeirError;
 
     fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<WeirError> {
+        session::parenthesize_set_operands(&mut query.body);
         self.session_keys.push(session::session_keys(query));
         ControlFlow::Continue(())
     }

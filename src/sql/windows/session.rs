@@ -39,6 +39,41 @@ pub fn session_keys(query: &ast::Query) -> Vec<String> {
         .collect()
 }
 
+/// Makes each SELECT of a set operation (`A EXCEPT ALL B`) a query of its
+/// own, `(SELECT ...)`, which means the same: a SESSION call in it then
+/// takes its key from that SELECT's GROUP BY, as in a query alone.
+pub fn parenthesize_set_operands(body: &mut SetExpr) {
+    let SetExpr::SetOperation { left, right, .. } = body else {
+        return;
+    };
+    // Only where a SESSION call may be: other queries keep their shape.
+    let text = format!("{left} {right}").to_ascii_uppercase();
+    if !text.contains("SESSION") {
+        return;
+    }
+    for side in [left, right] {
+        match side.as_mut() {
+            SetExpr::Select(_) => {
+                let query = ast::Query {
+                    with: None,
+                    body: Box::new(side.as_ref().clone()),
+                    order_by: None,
+                    limit_clause: None,
+                    fetch: None,
+                    locks: Vec::new(),
+                    for_clause: None,
+                    settings: None,
+                    format_clause: None,
+                    pipe_operators: Vec::new(),
+                };
+                **side = SetExpr::Query(Box::new(query));
+            }
+            operation @ SetExpr::SetOperation { .. } => parenthesize_set_operands(operation),
+            _ => {}
+        }
+    }
+}
+
 /// The derived table for `SESSION(input, time, gap)` with session `keys`.
 pub fn session_subquery(
     input: &str,
