@@ -9,7 +9,10 @@
 //!
 //! A failed write group is undone bin by bin: each bin keeps its groups as
 //! they were before the group first changed them; bins the group made are
-//! removed and bins it closed put back.
+//! removed and bins it closed put back. What is kept is bounded
+//! (`UNDO_BYTES`): a write group past it (a COPY of millions of rows)
+//! keeps nothing more, and if it fails the view is rebuilt from its
+//! checkpoint instead — memory follows the state, not the statement.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -29,6 +32,10 @@ use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::Chunk;
 use crate::stream::operator::{Context, Operator, Output};
 
+/// The most a write group's undo may hold (bins it closed, groups as they
+/// were) before the operator stops keeping it.
+const UNDO_BYTES: usize = 64 << 20;
+
 pub struct UpdatingAggregateOperator {
     groups: Vec<Arc<dyn PhysicalExpr>>,
     window: Option<WindowGroup>,
@@ -41,6 +48,7 @@ pub struct UpdatingAggregateOperator {
     /// Bins changed and closed since the last checkpoint.
     bin_changes: BinChanges,
     undo: Undo,
+    undo_limit_bytes: usize,
 }
 
 /// What the write group running now did to the bins.
@@ -49,6 +57,11 @@ struct Undo {
     changed: BTreeSet<i64>,
     created: BTreeSet<i64>,
     dropped: BTreeMap<i64, UpdatingBin>,
+    /// Bytes of the bins in `dropped`.
+    dropped_bytes: usize,
+    /// The group outgrew the undo bound: nothing is kept, and a failure
+    /// rebuilds the view.
+    given_up: bool,
 }
 
 impl UpdatingAggregateOperator {
@@ -80,7 +93,36 @@ impl UpdatingAggregateOperator {
             late,
             bin_changes: BinChanges::default(),
             undo: Undo::default(),
+            undo_limit_bytes: UNDO_BYTES,
         })
+    }
+
+    /// Sets how much a write group's undo may hold (tests).
+    #[cfg(test)]
+    pub fn with_undo_limit(mut self, bytes: usize) -> Self {
+        self.undo_limit_bytes = bytes;
+        self
+    }
+
+    /// Past the undo bound, the write group keeps nothing more to undo.
+    fn bound_undo(&mut self) {
+        if self.undo.given_up {
+            return;
+        }
+        let kept: usize = (self.undo.changed.iter())
+            .filter_map(|end| self.bins.get(end))
+            .map(UpdatingBin::undo_bytes)
+            .sum();
+        if kept + self.undo.dropped_bytes <= self.undo_limit_bytes {
+            return;
+        }
+        let undo = std::mem::take(&mut self.undo);
+        for end in undo.changed {
+            if let Some(bin) = self.bins.get_mut(&end) {
+                bin.forget();
+            }
+        }
+        self.undo.given_up = true;
     }
 
     /// The rows of the chunk per window end, late rows and rows without a
@@ -140,14 +182,17 @@ impl UpdatingAggregateOperator {
             self.undo.created.insert(end);
         }
         let bin = self.bins.get_mut(&end).expect("inserted above");
-        self.undo.changed.insert(end);
+        let keeps_undo = !self.undo.given_up;
+        if keeps_undo {
+            self.undo.changed.insert(end);
+        }
         self.bin_changes.changed.insert(end);
         let batch = BinBatch {
             keys,
             arguments,
             diffs,
         };
-        let changes = bin.apply(batch, &self.shape)?;
+        let changes = bin.apply(batch, &self.shape, keeps_undo)?;
         if changes.diffs.is_empty() {
             return Ok(());
         }
@@ -173,8 +218,12 @@ impl UpdatingAggregateOperator {
             self.bin_changes.changed.remove(&end);
             self.bin_changes.closed.insert(end);
             // Kept until the write group commits, to undo it.
-            self.undo.dropped.insert(end, bin);
+            if !self.undo.given_up {
+                self.undo.dropped_bytes += bin.memory_bytes();
+                self.undo.dropped.insert(end, bin);
+            }
         }
+        self.bound_undo();
     }
 }
 
@@ -237,6 +286,7 @@ impl Operator for UpdatingAggregateOperator {
             let rows = (end_rows.len() != rows).then(|| UInt32Array::from(end_rows));
             self.apply(end, rows.as_ref(), (&keys, &arguments, diffs), output)?;
         }
+        self.bound_undo();
         Ok(())
     }
 
@@ -281,6 +331,10 @@ impl Operator for UpdatingAggregateOperator {
 
     fn rollback(&mut self) -> Result<bool> {
         let undo = std::mem::take(&mut self.undo);
+        if undo.given_up {
+            // Rebuilt from its checkpoint.
+            return Ok(false);
+        }
         for (end, bin) in undo.dropped {
             self.bin_changes.closed.remove(&end);
             self.bin_changes.changed.insert(end);

@@ -374,3 +374,35 @@ fn an_emptied_group_starts_afresh() {
     }
     assert_eq!(changes(&output), vec!["1,1,1,0.3,1,1 +1"]);
 }
+
+/// A write group past the undo bound keeps nothing more: if it fails, the
+/// operator says it cannot undo it (its view is rebuilt from the
+/// checkpoint); the next write group keeps its undo again.
+#[test]
+fn a_write_group_past_the_undo_bound_is_not_undone_in_place() {
+    let shape = Shape {
+        windowed: true,
+        retracting: false,
+    };
+    let (groups, calls, window, schema) = parts(shape);
+    let operator = UpdatingAggregateOperator::new(groups, calls, window, schema, handling(), false)
+        .unwrap()
+        .with_undo_limit(4 << 10);
+    let mut stage = Stage::new(Box::new(operator));
+    let row = |key: i64, start: i64| ((Some(key), Some(key), Some(1.0), start), 1);
+    let small: Vec<_> = (0..4).map(|key| row(key, 0)).collect();
+    stage
+        .on_batch(chunk(&small, None), &mut Vec::new())
+        .unwrap();
+    assert!(
+        stage.rollback().unwrap(),
+        "a small group is undone in place"
+    );
+    let big: Vec<_> = (0..2_000).map(|key| row(key, 10)).collect();
+    stage.on_batch(chunk(&big, None), &mut Vec::new()).unwrap();
+    assert!(!stage.rollback().unwrap(), "a big group gave its undo up");
+    stage
+        .on_batch(chunk(&small, None), &mut Vec::new())
+        .unwrap();
+    assert!(stage.rollback().unwrap(), "the next group keeps its undo");
+}

@@ -129,8 +129,14 @@ impl UpdatingBin {
         Ok(())
     }
 
-    /// Applies a batch's rows; returns the view's changes.
-    pub fn apply(&mut self, batch: BinBatch<'_>, shape: &UpdatingShape) -> Result<BinChanges> {
+    /// Applies a batch's rows (keeping what the write group changed, to
+    /// undo it, when `keeps_undo`); returns the view's changes.
+    pub fn apply(
+        &mut self,
+        batch: BinBatch<'_>,
+        shape: &UpdatingShape,
+        keeps_undo: bool,
+    ) -> Result<BinChanges> {
         self.intern(batch.keys, shape)?;
         let indices = std::mem::take(&mut self.group_indices);
         // The groups touched, in order of first row, and that row.
@@ -141,8 +147,10 @@ impl UpdatingBin {
                 firsts.push(row as u32);
             }
         }
-        for &group in &groups {
-            self.save(group as usize);
+        if keeps_undo {
+            for &group in &groups {
+                self.save(group as usize);
+            }
         }
         let shown_before: Vec<bool> = groups.iter().map(|&g| self.rows[g as usize] > 0).collect();
         let before = self.evaluate(&groups)?;
@@ -157,6 +165,9 @@ impl UpdatingBin {
         self.group_indices = indices;
         for &group in &groups {
             self.touched[group as usize] = false;
+        }
+        if !keeps_undo {
+            self.forget();
         }
         updated?;
         self.empty_groups(&groups)?;
@@ -207,6 +218,12 @@ impl UpdatingBin {
         for states in &mut self.states {
             states.save(group);
         }
+    }
+
+    /// Bytes of what the write group running now would undo.
+    pub fn undo_bytes(&self) -> usize {
+        let states: usize = self.states.iter().map(|states| states.undo_bytes()).sum();
+        states + self.saved_rows.len() * size_of::<(usize, i64)>()
     }
 
     /// Whether the write group running now changed the bin.

@@ -115,4 +115,8 @@ impl GroupStates for AverageStates {
             + self.counts.capacity() * size_of::<u64>()
             + self.saved.capacity() * size_of::<(usize, f64, u64)>()
     }
+
+    fn undo_bytes(&self) -> usize {
+        self.saved.len() * size_of::<(usize, f64, u64)>()
+    }
 }

@@ -82,4 +82,8 @@ impl GroupStates for CountStates {
         self.counts.capacity() * size_of::<i64>()
             + self.saved.capacity() * size_of::<(usize, i64)>()
     }
+
+    fn undo_bytes(&self) -> usize {
+        self.saved.len() * size_of::<(usize, i64)>()
+    }
 }

@@ -168,4 +168,8 @@ impl GroupStates for DistinctCountStates {
             + self.saved.capacity() * size_of::<(usize, i64)>()
             + self.added.capacity() * size_of::<(u32, i64)>()
     }
+
+    fn undo_bytes(&self) -> usize {
+        self.saved.len() * size_of::<(usize, i64)>() + self.added.len() * size_of::<(u32, i64)>()
+    }
 }

@@ -156,4 +156,8 @@ impl<T: ArrowPrimitiveType> GroupStates for ExtremeStates<T> {
             + self.set.capacity()
             + self.saved.capacity() * size_of::<(usize, T::Native, bool)>()
     }
+
+    fn undo_bytes(&self) -> usize {
+        self.saved.len() * size_of::<(usize, T::Native, bool)>()
+    }
 }

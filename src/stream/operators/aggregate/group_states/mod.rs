@@ -68,6 +68,9 @@ pub trait GroupStates: Send {
 
     /// Bytes held.
     fn size(&self) -> usize;
+
+    /// Bytes of what `undo` would put back.
+    fn undo_bytes(&self) -> usize;
 }
 
 /// Typed group state for `call`, or None when it has none (the view then

@@ -158,4 +158,8 @@ impl<T: ArrowPrimitiveType> GroupStates for SumStates<T> {
             + self.counts.capacity() * size_of::<u64>()
             + self.saved.capacity() * size_of::<(usize, T::Native, u64)>()
     }
+
+    fn undo_bytes(&self) -> usize {
+        self.saved.len() * size_of::<(usize, T::Native, u64)>()
+    }
 }
