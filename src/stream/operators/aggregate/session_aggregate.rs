@@ -441,10 +441,11 @@ impl Operator for SessionAggregateOperator {
         let _ = self.partitions.finished(true)?;
         self.steps.discard();
         self.ready_output.truncate(ready_before);
+        let mut undone = true;
         for mut partition in self.partitions.states()? {
-            partition.roll_back(&self.shape.calls)?;
+            undone &= partition.roll_back(&self.shape.calls)?;
         }
-        Ok(true)
+        Ok(undone)
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {

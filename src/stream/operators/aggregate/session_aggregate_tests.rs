@@ -473,3 +473,28 @@ fn a_failed_write_group_leaves_no_trace() {
         assert_eq!(late, late_clean.load(Ordering::Relaxed), "case {case}");
     }
 }
+
+/// A write group that outgrows the undo bound (a few kB in tests) keeps
+/// nothing more: its failure is refused, so the view is rebuilt; the next
+/// write group keeps its undo again.
+#[test]
+fn a_write_group_past_the_undo_bound_is_not_undone_in_place() {
+    let (mut sessions, _) = operator(EmitMode::OnUpdate, LatePolicy::Drop);
+    push_uncommitted(&mut sessions, &[("a", 0)], -100);
+    assert!(sessions.rollback().unwrap(), "a small group is undone");
+    let names: Vec<String> = (0..2_000).map(|key| format!("key{key}")).collect();
+    let big: Vec<(&str, i64)> = names.iter().map(|name| (name.as_str(), 0)).collect();
+    push(&mut sessions, &big, -100);
+    // Every key's sessions kept before the group changes them.
+    let again: Vec<(&str, i64)> = names.iter().map(|name| (name.as_str(), 5)).collect();
+    push_uncommitted(&mut sessions, &again, -100);
+    assert!(
+        !sessions.rollback().unwrap(),
+        "a big group gave its undo up"
+    );
+    push_uncommitted(&mut sessions, &[("a", 0)], -100);
+    assert!(
+        sessions.rollback().unwrap(),
+        "the next group keeps its undo"
+    );
+}

@@ -379,8 +379,9 @@ impl SessionPartition {
         self.undo.commit(&mut self.keys);
     }
 
-    /// The running write group failed: puts back what it changed.
-    pub fn roll_back(&mut self, calls: &[AggregateCall]) -> Result<()> {
+    /// The running write group failed: puts back what it changed (false:
+    /// it kept too much to undo; the view is to be rebuilt).
+    pub fn roll_back(&mut self, calls: &[AggregateCall]) -> Result<bool> {
         let indexes = (&mut self.open_ends, &mut self.marker_ends);
         self.undo.roll_back(&mut self.keys, indexes, calls)
     }

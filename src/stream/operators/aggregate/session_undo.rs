@@ -5,7 +5,9 @@
 //! backwards and puts the kept sessions back. A key whose sessions all go
 //! keeps its id until the group commits, so the ids in the log name the
 //! same keys when it is undone. Work in proportion to what the group
-//! changed.
+//! changed. What is kept is bounded (`UNDO_BYTES`): past it, the group
+//! keeps nothing more, and if it fails the view is rebuilt from its
+//! checkpoint (a COPY of millions of rows is one write group).
 
 use std::collections::BTreeSet;
 
@@ -32,8 +34,21 @@ pub enum Index {
 /// it was shown, and each call's state (None: a marker).
 type SessionImage = (i64, i64, i64, bool, Option<Vec<Vec<ScalarValue>>>);
 
+/// The most one partition's undo may hold (a few kB in unit tests, so
+/// that they reach it).
+const UNDO_BYTES: usize = if cfg!(test) { 16 << 10 } else { 64 << 20 };
+
+/// Per index entry, and per kept session beyond its states.
+const INDEX_ENTRY_BYTES: usize = 40;
+const SESSION_IMAGE_BYTES: usize = 64;
+
 #[derive(Default)]
 pub struct SessionUndo {
+    /// Roughly the bytes kept.
+    bytes: usize,
+    /// The group outgrew `UNDO_BYTES`: nothing more is kept, and undoing
+    /// it is refused.
+    given_up: bool,
     /// By key id: whether the group already kept the key's sessions.
     noted: Vec<bool>,
     /// The keys the group changed and their sessions before it.
@@ -52,6 +67,9 @@ impl SessionUndo {
         keys: &mut SessionKeys,
         calls: &[AggregateCall],
     ) -> Result<()> {
+        if self.given_up {
+            return Ok(());
+        }
         let index = id as usize;
         if self.noted.len() <= index {
             self.noted.resize(index + 1, false);
@@ -72,28 +90,53 @@ impl SessionUndo {
                 states,
             ));
         }
+        self.bytes += images
+            .iter()
+            .map(|image| {
+                let states = image.4.iter().flatten().flatten();
+                SESSION_IMAGE_BYTES + states.map(ScalarValue::size).sum::<usize>()
+            })
+            .sum::<usize>();
         self.keys.push((id, images));
+        self.bound();
         Ok(())
+    }
+
+    /// Past `UNDO_BYTES`, gives the group's undo up.
+    fn bound(&mut self) {
+        if self.bytes > UNDO_BYTES {
+            self.forget();
+            self.given_up = true;
+        }
+    }
+
+    fn log(&mut self, entry: (Index, SessionAt, bool)) {
+        if !self.given_up {
+            self.index.push(entry);
+            self.bytes += INDEX_ENTRY_BYTES;
+            self.bound();
+        }
     }
 
     /// Adds `at` to `index` (logged).
     pub fn file(&mut self, index: Index, set: &mut BTreeSet<SessionAt>, at: SessionAt) {
         if set.insert(at) {
-            self.index.push((index, at, true));
+            self.log((index, at, true));
         }
     }
 
     /// Takes `at` out of `index` (logged).
     pub fn unfile(&mut self, index: Index, set: &mut BTreeSet<SessionAt>, at: &SessionAt) {
         if set.remove(at) {
-            self.index.push((index, *at, false));
+            self.log((index, *at, false));
         }
     }
 
     /// Entries taken out of `index` together.
     pub fn unfiled(&mut self, index: Index, taken: &BTreeSet<SessionAt>) {
-        self.index
-            .extend(taken.iter().map(|at| (index, *at, false)));
+        for at in taken {
+            self.log((index, *at, false));
+        }
     }
 
     /// Key `id`'s sessions all went; its id goes at commit.
@@ -109,15 +152,22 @@ impl SessionUndo {
             }
         }
         self.forget();
+        self.given_up = false;
     }
 
-    /// The group failed: the indexes and the keys it changed as they were.
+    /// The group failed: the indexes and the keys it changed as they were
+    /// (false: the group gave its undo up; the view is to be rebuilt).
     pub fn roll_back(
         &mut self,
         keys: &mut SessionKeys,
         (open, markers): (&mut BTreeSet<SessionAt>, &mut BTreeSet<SessionAt>),
         calls: &[AggregateCall],
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        if std::mem::take(&mut self.given_up) {
+            self.emptied.clear();
+            self.forget();
+            return Ok(false);
+        }
         for (index, at, added) in self.index.drain(..).rev() {
             let set = match index {
                 Index::Open => &mut *open,
@@ -154,7 +204,7 @@ impl SessionUndo {
             keys.mark_changed(id);
         }
         self.forget();
-        Ok(())
+        Ok(true)
     }
 
     fn forget(&mut self) {
@@ -162,5 +212,6 @@ impl SessionUndo {
             self.noted[id as usize] = false;
         }
         self.index.clear();
+        self.bytes = 0;
     }
 }
