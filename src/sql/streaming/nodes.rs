@@ -236,6 +236,11 @@ impl StreamNode {
                 if node.retracting {
                     line.push_str(" retracts");
                 }
+                // Which operator runs it: vectorised, or row by row.
+                if node.vectorised_window().is_some() || node.updates_vectorised().unwrap_or(false)
+                {
+                    line.push_str(" vectorised");
+                }
                 if node.window.is_some() {
                     let _ = write!(
                         line,
