@@ -383,7 +383,7 @@ async fn a_cancelled_view_creation_stops_its_backfill_and_leaves_nothing() {
     client
         .batch_execute(
             "CREATE TABLE history (k BIGINT, v BIGINT); \
-             INSERT INTO history SELECT value % 1000, value FROM generate_series(1, 1000000)",
+             INSERT INTO history SELECT value % 1000, value FROM generate_series(1, 3000000)",
         )
         .await
         .unwrap();
