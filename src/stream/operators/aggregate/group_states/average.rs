@@ -8,6 +8,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Ar
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, UInt64Type};
 
+use super::slots::Slots;
 use super::{sign, Counted, GroupStates};
 use crate::error::Result;
 
@@ -18,15 +19,13 @@ pub fn states(result: &DataType, state: &[DataType]) -> Option<Box<dyn GroupStat
 
 #[derive(Default)]
 struct AverageStates {
-    sums: Vec<f64>,
-    counts: Vec<u64>,
-    saved: Vec<(usize, f64, u64)>,
+    /// Per group the sum and how many non-NULL values it holds.
+    sums: Slots<(f64, u64)>,
 }
 
 impl GroupStates for AverageStates {
     fn resize(&mut self, groups: usize) {
-        self.sums.resize(groups, 0.0);
-        self.counts.resize(groups, 0);
+        self.sums.resize(groups);
     }
 
     fn update(
@@ -43,12 +42,13 @@ impl GroupStates for AverageStates {
             if !counted.row(row) {
                 continue;
             }
+            let (sum, count) = self.sums.get_mut(group);
             if sign(diffs, row) > 0 {
-                self.sums[group] += values.value(row);
-                self.counts[group] += 1;
+                *sum += values.value(row);
+                *count += 1;
             } else {
-                self.sums[group] -= values.value(row);
-                self.counts[group] = self.counts[group].saturating_sub(1);
+                *sum -= values.value(row);
+                *count = count.saturating_sub(1);
             }
         }
         Ok(())
@@ -56,40 +56,34 @@ impl GroupStates for AverageStates {
 
     fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
         let values = groups.iter().map(|&group| {
-            let group = group as usize;
-            let count = self.counts[group];
-            (count > 0).then(|| self.sums[group] / count as f64)
+            let (sum, count) = self.sums.get(group as usize);
+            (count > 0).then(|| sum / count as f64)
         });
         Ok(Arc::new(values.collect::<Float64Array>()))
     }
 
     fn save(&mut self, group: usize) {
-        self.saved
-            .push((group, self.sums[group], self.counts[group]));
+        self.sums.save(group);
     }
 
     fn undo(&mut self) {
-        for (group, sum, count) in self.saved.drain(..).rev() {
-            self.sums[group] = sum;
-            self.counts[group] = count;
-        }
+        self.sums.undo();
     }
 
     fn forget(&mut self) {
-        self.saved.clear();
+        self.sums.forget();
     }
 
     fn reset(&mut self, group: usize) {
-        self.sums[group] = 0.0;
-        self.counts[group] = 0;
+        self.sums.reset(group);
     }
 
     fn state(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
-        let counts = groups.iter().map(|&group| self.counts[group as usize]);
+        let counts = groups.iter().map(|&group| self.sums.get(group as usize).1);
         // The sum as it is, even of no value left: what a float sum holds
         // after rows were taken back goes on into the next ones, restored
         // or not.
-        let sums = groups.iter().map(|&group| self.sums[group as usize]);
+        let sums = groups.iter().map(|&group| self.sums.get(group as usize).0);
         Ok(vec![
             Arc::new(UInt64Array::from_iter_values(counts)),
             Arc::new(Float64Array::from_iter_values(sums)),
@@ -100,23 +94,22 @@ impl GroupStates for AverageStates {
         let counts = states[0].as_primitive::<UInt64Type>();
         let sums = states[1].as_primitive::<Float64Type>();
         for (row, &group) in groups.iter().enumerate() {
+            let (sum, count) = self.sums.get_mut(group);
             if counts.is_valid(row) {
-                self.counts[group] += counts.value(row);
+                *count += counts.value(row);
             }
             if sums.is_valid(row) {
-                self.sums[group] += sums.value(row);
+                *sum += sums.value(row);
             }
         }
         Ok(())
     }
 
     fn size(&self) -> usize {
-        self.sums.capacity() * size_of::<f64>()
-            + self.counts.capacity() * size_of::<u64>()
-            + self.saved.capacity() * size_of::<(usize, f64, u64)>()
+        self.sums.size()
     }
 
     fn undo_bytes(&self) -> usize {
-        self.saved.len() * size_of::<(usize, f64, u64)>()
+        self.sums.undo_bytes()
     }
 }

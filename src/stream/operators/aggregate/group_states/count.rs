@@ -6,6 +6,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 
+use super::slots::Slots;
 use super::{sign, Counted, GroupStates};
 use crate::error::Result;
 
@@ -16,13 +17,12 @@ pub fn states(result: &DataType, state: &[DataType]) -> Option<Box<dyn GroupStat
 
 #[derive(Default)]
 struct CountStates {
-    counts: Vec<i64>,
-    saved: Vec<(usize, i64)>,
+    counts: Slots<i64>,
 }
 
 impl GroupStates for CountStates {
     fn resize(&mut self, groups: usize) {
-        self.counts.resize(groups, 0);
+        self.counts.resize(groups);
     }
 
     fn update(
@@ -35,33 +35,31 @@ impl GroupStates for CountStates {
         let counted = Counted::new(arguments[0].as_ref(), mask);
         for (row, &group) in groups.iter().enumerate() {
             if counted.row(row) {
-                self.counts[group] += sign(diffs, row);
+                *self.counts.get_mut(group) += sign(diffs, row);
             }
         }
         Ok(())
     }
 
     fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
-        let values = groups.iter().map(|&group| self.counts[group as usize]);
+        let values = groups.iter().map(|&group| self.counts.get(group as usize));
         Ok(Arc::new(Int64Array::from_iter_values(values)))
     }
 
     fn save(&mut self, group: usize) {
-        self.saved.push((group, self.counts[group]));
+        self.counts.save(group);
     }
 
     fn undo(&mut self) {
-        for (group, count) in self.saved.drain(..).rev() {
-            self.counts[group] = count;
-        }
+        self.counts.undo();
     }
 
     fn forget(&mut self) {
-        self.saved.clear();
+        self.counts.forget();
     }
 
     fn reset(&mut self, group: usize) {
-        self.counts[group] = 0;
+        self.counts.reset(group);
     }
 
     fn state(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
@@ -72,18 +70,17 @@ impl GroupStates for CountStates {
         let counts = states[0].as_primitive::<Int64Type>();
         for (row, &group) in groups.iter().enumerate() {
             if counts.is_valid(row) {
-                self.counts[group] += counts.value(row);
+                *self.counts.get_mut(group) += counts.value(row);
             }
         }
         Ok(())
     }
 
     fn size(&self) -> usize {
-        self.counts.capacity() * size_of::<i64>()
-            + self.saved.capacity() * size_of::<(usize, i64)>()
+        self.counts.size()
     }
 
     fn undo_bytes(&self) -> usize {
-        self.saved.len() * size_of::<(usize, i64)>()
+        self.counts.undo_bytes()
     }
 }

@@ -11,6 +11,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::HashSet;
 
+use super::slots::Slots;
 use super::{Counted, GroupStates};
 use crate::error::{Result, WeirError};
 
@@ -37,8 +38,7 @@ pub fn states(result: &DataType, state: &[DataType]) -> Option<Box<dyn GroupStat
         Box::new(DistinctCountStates {
             item: Arc::clone(item),
             pairs: HashSet::default(),
-            counts: Vec::new(),
-            saved: Vec::new(),
+            counts: Slots::default(),
             added: Vec::new(),
         }) as Box<dyn GroupStates>
     })
@@ -49,8 +49,7 @@ struct DistinctCountStates {
     item: FieldRef,
     /// Every (group, value) the bin holds.
     pairs: HashSet<(u32, i64)>,
-    counts: Vec<i64>,
-    saved: Vec<(usize, i64)>,
+    counts: Slots<i64>,
     /// Pairs added since the last `forget`.
     added: Vec<(u32, i64)>,
 }
@@ -71,7 +70,7 @@ impl DistinctCountStates {
             }
             let pair = (group as u32, values.value(row));
             if self.pairs.insert(pair) {
-                self.counts[group] += 1;
+                *self.counts.get_mut(group) += 1;
                 self.added.push(pair);
             }
         }
@@ -81,7 +80,7 @@ impl DistinctCountStates {
 
 impl GroupStates for DistinctCountStates {
     fn resize(&mut self, groups: usize) {
-        self.counts.resize(groups, 0);
+        self.counts.resize(groups);
     }
 
     fn update(
@@ -100,42 +99,46 @@ impl GroupStates for DistinctCountStates {
     }
 
     fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
-        let values = groups.iter().map(|&group| self.counts[group as usize]);
+        let values = groups.iter().map(|&group| self.counts.get(group as usize));
         Ok(Arc::new(Int64Array::from_iter_values(values)))
     }
 
     fn save(&mut self, group: usize) {
-        self.saved.push((group, self.counts[group]));
+        self.counts.save(group);
     }
 
     fn undo(&mut self) {
         for pair in self.added.drain(..) {
             self.pairs.remove(&pair);
         }
-        for (group, count) in self.saved.drain(..).rev() {
-            self.counts[group] = count;
-        }
+        self.counts.undo();
     }
 
     fn forget(&mut self) {
-        self.saved.clear();
+        self.counts.forget();
         self.added.clear();
     }
 
     fn reset(&mut self, group: usize) {
         self.pairs.retain(|(owner, _)| *owner as usize != group);
-        self.counts[group] = 0;
+        self.counts.reset(group);
     }
 
     fn state(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
         // Each group's values, in one pass over the set.
-        let mut position = vec![u32::MAX; self.counts.len()];
+        let most = groups
+            .iter()
+            .map(|&group| group as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut position = vec![u32::MAX; most];
         for (index, &group) in groups.iter().enumerate() {
             position[group as usize] = index as u32;
         }
         let mut lists: Vec<Vec<i64>> = vec![Vec::new(); groups.len()];
         for &(group, value) in &self.pairs {
-            if let Some(list) = lists.get_mut(position[group as usize] as usize) {
+            let at = position.get(group as usize).copied().unwrap_or(u32::MAX);
+            if let Some(list) = lists.get_mut(at as usize) {
                 list.push(value);
             }
         }
@@ -164,12 +167,11 @@ impl GroupStates for DistinctCountStates {
     fn size(&self) -> usize {
         // A hash set's entry and its control byte.
         self.pairs.capacity() * (size_of::<(u32, i64)>() + 1)
-            + self.counts.capacity() * size_of::<i64>()
-            + self.saved.capacity() * size_of::<(usize, i64)>()
+            + self.counts.size()
             + self.added.capacity() * size_of::<(u32, i64)>()
     }
 
     fn undo_bytes(&self) -> usize {
-        self.saved.len() * size_of::<(usize, i64)>() + self.added.len() * size_of::<(u32, i64)>()
+        self.counts.undo_bytes() + self.added.len() * size_of::<(u32, i64)>()
     }
 }

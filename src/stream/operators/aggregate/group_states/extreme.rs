@@ -7,6 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use datafusion::arrow::datatypes::*;
 
+use super::slots::Slots;
 use super::{Counted, GroupStates};
 use crate::error::{Result, WeirError};
 
@@ -46,9 +47,8 @@ pub fn states(max: bool, result: &DataType, state: &[DataType]) -> Option<Box<dy
 struct ExtremeStates<T: ArrowPrimitiveType> {
     max: bool,
     data_type: DataType,
-    values: Vec<T::Native>,
-    set: Vec<bool>,
-    saved: Vec<(usize, T::Native, bool)>,
+    /// Per group the extreme so far, and whether there is one.
+    values: Slots<(T::Native, bool)>,
 }
 
 impl<T: ArrowPrimitiveType> ExtremeStates<T> {
@@ -56,21 +56,20 @@ impl<T: ArrowPrimitiveType> ExtremeStates<T> {
         ExtremeStates {
             max,
             data_type,
-            values: Vec::new(),
-            set: Vec::new(),
-            saved: Vec::new(),
+            values: Slots::default(),
         }
     }
 
     fn offer(&mut self, group: usize, value: T::Native) {
-        let current = self.values[group];
-        let better = match self.max {
-            true => value.is_gt(current),
-            false => value.is_lt(current),
+        let max = self.max;
+        let (current, set) = self.values.get_mut(group);
+        let better = match max {
+            true => value.is_gt(*current),
+            false => value.is_lt(*current),
         };
-        if !self.set[group] || better {
-            self.values[group] = value;
-            self.set[group] = true;
+        if !*set || better {
+            *current = value;
+            *set = true;
         }
     }
 
@@ -95,8 +94,7 @@ impl<T: ArrowPrimitiveType> ExtremeStates<T> {
 
 impl<T: ArrowPrimitiveType> GroupStates for ExtremeStates<T> {
     fn resize(&mut self, groups: usize) {
-        self.values.resize(groups, T::Native::default());
-        self.set.resize(groups, false);
+        self.values.resize(groups);
     }
 
     fn update(
@@ -114,32 +112,27 @@ impl<T: ArrowPrimitiveType> GroupStates for ExtremeStates<T> {
 
     fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
         let values = groups.iter().map(|&group| {
-            let group = group as usize;
-            self.set[group].then(|| self.values[group])
+            let (value, set) = self.values.get(group as usize);
+            set.then_some(value)
         });
         let array: PrimitiveArray<T> = values.collect();
         Ok(Arc::new(array.with_data_type(self.data_type.clone())))
     }
 
     fn save(&mut self, group: usize) {
-        self.saved
-            .push((group, self.values[group], self.set[group]));
+        self.values.save(group);
     }
 
     fn undo(&mut self) {
-        for (group, value, set) in self.saved.drain(..).rev() {
-            self.values[group] = value;
-            self.set[group] = set;
-        }
+        self.values.undo();
     }
 
     fn forget(&mut self) {
-        self.saved.clear();
+        self.values.forget();
     }
 
     fn reset(&mut self, group: usize) {
-        self.values[group] = T::Native::default();
-        self.set[group] = false;
+        self.values.reset(group);
     }
 
     fn state(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
@@ -152,12 +145,10 @@ impl<T: ArrowPrimitiveType> GroupStates for ExtremeStates<T> {
     }
 
     fn size(&self) -> usize {
-        self.values.capacity() * size_of::<T::Native>()
-            + self.set.capacity()
-            + self.saved.capacity() * size_of::<(usize, T::Native, bool)>()
+        self.values.size()
     }
 
     fn undo_bytes(&self) -> usize {
-        self.saved.len() * size_of::<(usize, T::Native, bool)>()
+        self.values.undo_bytes()
     }
 }

@@ -18,6 +18,7 @@ mod average;
 mod count;
 mod distinct_count;
 mod extreme;
+mod slots;
 mod sum;
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};

@@ -14,6 +14,7 @@ use datafusion::arrow::datatypes::{
     UInt64Type,
 };
 
+use super::slots::Slots;
 use super::{sign, Counted, GroupStates};
 use crate::error::Result;
 
@@ -39,9 +40,8 @@ struct SumStates<T: ArrowPrimitiveType> {
     data_type: DataType,
     /// The sliding layout: the count is part of the state.
     with_count: bool,
-    sums: Vec<T::Native>,
-    counts: Vec<u64>,
-    saved: Vec<(usize, T::Native, u64)>,
+    /// Per group the sum and how many non-NULL values it holds.
+    sums: Slots<(T::Native, u64)>,
 }
 
 impl<T: ArrowPrimitiveType> SumStates<T> {
@@ -49,14 +49,12 @@ impl<T: ArrowPrimitiveType> SumStates<T> {
         SumStates {
             data_type,
             with_count,
-            sums: Vec::new(),
-            counts: Vec::new(),
-            saved: Vec::new(),
+            sums: Slots::default(),
         }
     }
 
     fn add(&mut self, group: usize, value: T::Native, sign: i64) {
-        let (sum, count) = (&mut self.sums[group], &mut self.counts[group]);
+        let (sum, count) = self.sums.get_mut(group);
         if sign > 0 {
             *sum = sum.add_wrapping(value);
             *count += 1;
@@ -69,8 +67,7 @@ impl<T: ArrowPrimitiveType> SumStates<T> {
 
 impl<T: ArrowPrimitiveType> GroupStates for SumStates<T> {
     fn resize(&mut self, groups: usize) {
-        self.sums.resize(groups, T::Native::default());
-        self.counts.resize(groups, 0);
+        self.sums.resize(groups);
     }
 
     fn update(
@@ -94,38 +91,33 @@ impl<T: ArrowPrimitiveType> GroupStates for SumStates<T> {
 
     fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
         let values = groups.iter().map(|&group| {
-            let group = group as usize;
-            (self.counts[group] > 0).then(|| self.sums[group])
+            let (sum, count) = self.sums.get(group as usize);
+            (count > 0).then_some(sum)
         });
         let array: PrimitiveArray<T> = values.collect();
         Ok(Arc::new(array.with_data_type(self.data_type.clone())))
     }
 
     fn save(&mut self, group: usize) {
-        self.saved
-            .push((group, self.sums[group], self.counts[group]));
+        self.sums.save(group);
     }
 
     fn undo(&mut self) {
-        for (group, sum, count) in self.saved.drain(..).rev() {
-            self.sums[group] = sum;
-            self.counts[group] = count;
-        }
+        self.sums.undo();
     }
 
     fn forget(&mut self) {
-        self.saved.clear();
+        self.sums.forget();
     }
 
     fn reset(&mut self, group: usize) {
-        self.sums[group] = T::Native::default();
-        self.counts[group] = 0;
+        self.sums.reset(group);
     }
 
     fn state(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
         let mut columns = vec![self.evaluate(groups)?];
         if self.with_count {
-            let counts = groups.iter().map(|&group| self.counts[group as usize]);
+            let counts = groups.iter().map(|&group| self.sums.get(group as usize).1);
             columns.push(Arc::new(UInt64Array::from_iter_values(counts)));
         }
         Ok(columns)
@@ -145,21 +137,20 @@ impl<T: ArrowPrimitiveType> GroupStates for SumStates<T> {
             // The plain layout keeps no count: a group with a sum has at
             // least one value, which is all the count decides there.
             let count = counts.map_or(u64::from(sums.is_valid(row)), |counts| counts.value(row));
+            let (sum, held) = self.sums.get_mut(group);
             if sums.is_valid(row) {
-                self.sums[group] = self.sums[group].add_wrapping(sums.value(row));
+                *sum = sum.add_wrapping(sums.value(row));
             }
-            self.counts[group] += count;
+            *held += count;
         }
         Ok(())
     }
 
     fn size(&self) -> usize {
-        self.sums.capacity() * size_of::<T::Native>()
-            + self.counts.capacity() * size_of::<u64>()
-            + self.saved.capacity() * size_of::<(usize, T::Native, u64)>()
+        self.sums.size()
     }
 
     fn undo_bytes(&self) -> usize {
-        self.saved.len() * size_of::<(usize, T::Native, u64)>()
+        self.sums.undo_bytes()
     }
 }
