@@ -14,6 +14,7 @@
 //! keeps nothing more, and if it fails the view is rebuilt from its
 //! checkpoint instead — memory follows the state, not the statement.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -177,11 +178,13 @@ impl UpdatingAggregateOperator {
             }
             None => (keys, arguments, diffs),
         };
-        if !self.bins.contains_key(&end) {
-            self.bins.insert(end, UpdatingBin::new(&self.shape)?);
-            self.undo.created.insert(end);
-        }
-        let bin = self.bins.get_mut(&end).expect("inserted above");
+        let bin = match self.bins.entry(end) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                self.undo.created.insert(end);
+                entry.insert(UpdatingBin::new(&self.shape)?)
+            }
+        };
         let keeps_undo = !self.undo.given_up;
         if keeps_undo {
             self.undo.changed.insert(end);
