@@ -297,3 +297,125 @@ where
         "{error}"
     );
 }
+
+/// Sends `text` into an open COPY in 64 kB pieces.
+async fn send_rows<S>(sink: &mut std::pin::Pin<Box<S>>, text: String)
+where
+    S: futures::Sink<Bytes, Error = tokio_postgres::Error>,
+{
+    for piece in text.as_bytes().chunks(64 * 1024) {
+        sink.send(Bytes::copy_from_slice(piece)).await.unwrap();
+    }
+}
+
+/// A COPY runs through the views while its data comes. A client that
+/// stops sending part way is let go of — at once when another write waits
+/// (which then goes on while the COPY is still open), after a while when
+/// nothing does — and its rows still land whole, views included, at its
+/// end; before and after a crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_whose_client_pauses_lets_other_writes_on_and_lands_whole() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut server = TestServer::start_on(&data_dir);
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP, \
+             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY; \
+             CREATE TABLE other (v BIGINT); \
+             CREATE MATERIALIZED VIEW others AS SELECT count(*) AS n FROM other",
+        )
+        .await
+        .unwrap();
+    client.batch_execute(VIEW).await.unwrap();
+    // The default: a view that emits on update (one row per open group).
+    client
+        .batch_execute(
+            "CREATE MATERIALIZED VIEW live AS SELECT auction, count(*) AS bids, \
+             sum(price) AS volume FROM bid GROUP BY auction",
+        )
+        .await
+        .unwrap();
+    let copier = server.connect().await;
+    let sink = copier
+        .copy_in::<_, Bytes>("COPY bid FROM STDIN")
+        .await
+        .unwrap();
+    let mut sink = Box::pin(sink);
+    // Past one spilled part: the views have taken rows of the open COPY.
+    send_rows(&mut sink, bids(0, 300_000)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let insert = client.batch_execute("INSERT INTO other VALUES (1)");
+    tokio::time::timeout(Duration::from_secs(10), insert)
+        .await
+        .expect("a paused COPY holds other tables' writes")
+        .unwrap();
+    let others: i64 = client
+        .query_one("SELECT n FROM others", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(others, 1);
+    assert_eq!(count(&client).await, 0, "the COPY is not committed yet");
+    send_rows(&mut sink, bids(300_000, 600_000)).await;
+    assert_eq!(sink.as_mut().finish().await.unwrap(), 600_000);
+    assert_live_matches(&client).await;
+    assert_view_matches(&client).await;
+    assert_eq!(copies(&client).await, (0, 1));
+    // Sent at once, a COPY streams to its end.
+    assert_eq!(
+        copy_into(&client, "bid", bids(600_000, 900_000))
+            .await
+            .unwrap(),
+        300_000
+    );
+    assert_eq!(copies(&client).await, (1, 1));
+
+    // A pause with nothing else waiting is let go of too, later.
+    let sink = copier
+        .copy_in::<_, Bytes>("COPY bid FROM STDIN")
+        .await
+        .unwrap();
+    let mut sink = Box::pin(sink);
+    send_rows(&mut sink, bids(900_000, 1_200_000)).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    send_rows(&mut sink, bids(1_200_000, 1_300_000)).await;
+    assert_eq!(sink.as_mut().finish().await.unwrap(), 400_000);
+    assert_eq!(copies(&client).await, (1, 2));
+    assert_eq!(count(&client).await, 1_300_000);
+    assert_live_matches(&client).await;
+    assert_view_matches(&client).await;
+
+    server.kill();
+    let server = TestServer::start_on(&data_dir);
+    let client = server.connect().await;
+    assert_eq!(count(&client).await, 1_300_000);
+    assert_live_matches(&client).await;
+    assert_view_matches(&client).await;
+}
+
+/// The view `live` equals its query run as a batch.
+async fn assert_live_matches(client: &Client) {
+    let view = sorted_rows(client, "SELECT * FROM live").await;
+    let batch = sorted_rows(
+        client,
+        "SELECT auction, count(*), sum(price) FROM bid GROUP BY auction",
+    )
+    .await;
+    assert_eq!(view.len(), batch.len());
+    assert!(view == batch, "the view differs from its batch query");
+}
+
+/// COPYs into `bid` streamed through the views, and let go of part way.
+async fn copies(client: &Client) -> (i64, i64) {
+    let row = client
+        .query_one(
+            "SELECT copies_streamed, copies_detached FROM weir_catalog.tables \
+             WHERE table_name = 'bid'",
+            &[],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}

@@ -240,6 +240,8 @@ impl TablesTable {
                 Field::new("log_entries", DataType::Int64, false),
                 Field::new("disk_bytes", DataType::Int64, false),
                 Field::new("retention_ms", DataType::Int64, true),
+                Field::new("copies_streamed", DataType::Int64, false),
+                Field::new("copies_detached", DataType::Int64, false),
             ])),
         };
         ComputedTable::new(table.schema.clone(), move |_| table.rows())
@@ -252,6 +254,7 @@ impl TablesTable {
             .ok_or_else(|| DataFusionError::Execution("the catalog is closed".to_string()))?;
         let (mut names, mut committed, mut kept) = (Vec::new(), Vec::new(), Vec::new());
         let (mut entries, mut bytes, mut retention) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut streamed, mut detached) = (Vec::new(), Vec::new());
         for definition in catalog.definitions() {
             let Some(log) = catalog.table(&definition.name) else {
                 continue;
@@ -265,6 +268,9 @@ impl TablesTable {
             entries.push(storage.entries as i64);
             bytes.push(storage.disk_bytes as i64);
             retention.push(definition.stream.as_ref().and_then(|s| s.retention_ms));
+            let (copies, let_go) = log.copies_streamed();
+            streamed.push(copies as i64);
+            detached.push(let_go as i64);
         }
         let arrays: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(names)),
@@ -273,6 +279,8 @@ impl TablesTable {
             Arc::new(Int64Array::from(entries)),
             Arc::new(Int64Array::from(bytes)),
             Arc::new(Int64Array::from(retention)),
+            Arc::new(Int64Array::from(streamed)),
+            Arc::new(Int64Array::from(detached)),
         ];
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }

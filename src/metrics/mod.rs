@@ -82,6 +82,12 @@ const FAMILIES: &[Family] = &[
         sql: "SELECT table_name AS \"table\", rows_committed AS value FROM weir_catalog.tables",
     },
     Family {
+        name: "weir_table_copies_detached_total",
+        kind: "counter",
+        help: "COPYs into a table that ran through the views as they came until their client paused, since start.",
+        sql: "SELECT table_name AS \"table\", copies_detached AS value FROM weir_catalog.tables",
+    },
+    Family {
         name: "weir_table_rows",
         kind: "gauge",
         help: "Rows a table keeps (after retention).",

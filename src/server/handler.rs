@@ -523,17 +523,22 @@ impl CopyHandler for SessionHandler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let mut pending = self.pending_copy.lock().unwrap_or_else(|p| p.into_inner());
-        match pending.as_mut() {
-            Some(pending) => {
-                pending.copy.data(&copy_data.data);
-                Ok(())
-            }
-            None => Err(to_pgwire(WeirError::new(
-                "08P01",
-                "CopyData without a COPY in progress",
-            ))),
+        let delivery = {
+            let mut pending = self.pending_copy.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(pending) = pending.as_mut() else {
+                return Err(to_pgwire(WeirError::new(
+                    "08P01",
+                    "CopyData without a COPY in progress",
+                )));
+            };
+            pending.copy.data(&copy_data.data);
+            pending.copy.delivery()
+        };
+        // Waits while the views are behind: the client is read no faster.
+        if let Some(delivery) = delivery {
+            delivery.send().await;
         }
+        Ok(())
     }
 
     async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>

@@ -1,7 +1,8 @@
 //! COPY FROM STDIN as it streams: data is decoded chunk by chunk into a
-//! `BulkWrite` (which spills to the table's log past a bound), and the whole
-//! statement commits at CopyDone — all or nothing, like every write, with
-//! memory bounded by a chunk rather than the payload. Inside a transaction
+//! `BulkWrite` (which spills to the table's log past a bound, and hands
+//! what it spilled to the views as it goes), and the whole statement
+//! commits at CopyDone — all or nothing, like every write, with memory
+//! bounded by a chunk rather than the payload. Inside a transaction
 //! block the rows wait for COMMIT with the block's other writes instead.
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use super::{CopyIn, Outcome, Session};
 use crate::connectors::pg_copy::CopyOptions;
 use crate::connectors::pg_copy::{self, CopyDecoder};
-use crate::connectors::table::{BulkWrite, PendingWrites, TableLog};
+use crate::connectors::table::{BulkWrite, Delivery, PendingWrites, Streamed, TableLog};
 use crate::engine::CommandDone;
 use crate::error::{Result, WeirError};
 
@@ -27,7 +28,7 @@ pub struct CopyInProgress {
 
 /// Where a COPY's rows go.
 enum CopyTarget {
-    Table(BulkWrite),
+    Table(Box<BulkWrite>),
     /// A transaction block's pending writes, from position `mark` on.
     Block {
         pending: Arc<PendingWrites>,
@@ -76,6 +77,15 @@ impl CopyInProgress {
 
     pub fn table(&self) -> &str {
         self.table.name()
+    }
+
+    /// Rows for the views of a COPY they take as it comes (`streaming`):
+    /// to be sent without holding any lock, as sending waits for room.
+    pub fn delivery(&mut self) -> Option<Delivery> {
+        match self.write.as_mut()? {
+            CopyTarget::Table(write) => write.delivery(),
+            CopyTarget::Block { .. } => None,
+        }
     }
 }
 
@@ -127,7 +137,9 @@ impl Session {
                 rows: 0,
             }
         } else {
-            CopyTarget::Table(BulkWrite::begin(copy.table.clone()).await)
+            CopyTarget::Table(Box::new(
+                BulkWrite::begin_streaming(copy.table.clone()).await,
+            ))
         };
         CopyInProgress {
             decoder: CopyDecoder::new(copy.options, copy.columns),
@@ -176,6 +188,20 @@ impl Session {
             CopyTarget::Table(write) => write,
             CopyTarget::Block { rows, .. } => return Ok(CommandDone::new("COPY").with_rows(rows)),
         };
+        let write = match write.finish_streaming(Some(&self.gate)).await {
+            Ok(Streamed::Committed(rows)) => return Ok(CommandDone::new("COPY").with_rows(rows)),
+            Ok(Streamed::Ordinary(write)) => write,
+            Err(error) => {
+                self.engine.repair_views().await;
+                return Err(error);
+            }
+        };
+        if write.was_detached() {
+            // The views let go of its rows; they may have been left to
+            // rebuild (a big undo), which must happen before they take
+            // the rows again.
+            self.engine.repair_views().await;
+        }
         let rows = match write.commit(Some(&self.gate)).await {
             Ok(rows) => rows,
             Err(error) => {

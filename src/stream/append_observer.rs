@@ -15,6 +15,11 @@ pub trait WriteGroup {
     fn table(&self, write: usize) -> &str;
     /// The next messages of write `write`; None once it has no more.
     fn next_messages(&mut self, write: usize) -> Option<Result<Vec<Message>>>;
+    /// Write `write` reaches no view: its rows are not read, but a write
+    /// that is still arriving must be received to its end.
+    fn skip(&mut self, _write: usize) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Why a group did not commit: which write failed (None: all of them).
@@ -38,4 +43,7 @@ pub trait AppendObserver: Send + Sync {
     ) -> std::result::Result<(), GroupFailure>;
     /// Something failed part-way: observed state is ahead.
     fn on_commit_failed(&self);
+    /// Whether any view reads `table`; None when that cannot be told
+    /// without waiting (a group is being committed).
+    fn reads_now(&self, table: &str) -> Option<bool>;
 }

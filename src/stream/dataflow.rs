@@ -602,6 +602,15 @@ impl AppendObserver for SharedDataflow {
     fn on_commit_failed(&self) {
         self.lock().mark_broken();
     }
+
+    fn reads_now(&self, table: &str) -> Option<bool> {
+        let flow = match self.flow.try_lock() {
+            Ok(flow) => flow,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(flow.has_readers(table))
+    }
 }
 
 /// Pushes a group's writes through the views and commits them with the
@@ -620,6 +629,7 @@ fn push_and_commit(
         };
         let table = group.table(write).to_string();
         if !flow.has_readers(&table) {
+            group.skip(write).map_err(failed)?;
             continue;
         }
         let mut rows = 0;

@@ -23,6 +23,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::changes::TableChanges;
 use super::group_commit::{encode_entries, PreparedWrite, Spilled};
+use super::streaming::{self, Delivery, StreamSender};
 use super::unique::KeyChanges;
 use super::{lock, CommitGate, TableLog};
 use crate::error::{sqlstate, Result, WeirError};
@@ -34,6 +35,13 @@ pub(super) const SPILL_ROWS: usize = 256 * 1024;
 /// Bytes of pending rows that spill them whatever their count: wide rows
 /// (a 1 KB text column) would otherwise hold 256 MB per write.
 const SPILL_BYTES: usize = 16 * 1024 * 1024;
+
+/// How a streaming write ended.
+pub enum Streamed {
+    Committed(u64),
+    /// Not streamed, or no longer: commit it as an ordinary write.
+    Ordinary(Box<BulkWrite>),
+}
 
 /// One statement's rows on their way into a table.
 pub struct BulkWrite {
@@ -57,6 +65,11 @@ pub struct BulkWrite {
     queued: bool,
     /// A source's write: its connector's position after these rows.
     position: Option<String>,
+    /// Streaming (a COPY): the views take the rows as they are spilled.
+    stream: Option<StreamSender>,
+    /// The committer let go of the streamed write: it goes on as an
+    /// ordinary one, and the views may need rebuilding first.
+    detached: bool,
 }
 
 impl TableLog {
@@ -175,7 +188,24 @@ impl BulkWrite {
             keys: KeyChanges::default(),
             queued: false,
             position: None,
+            stream: None,
+            detached: false,
         }
+    }
+
+    /// A write of any size whose rows go through the views as they come
+    /// (`streaming`): for an append-only table some view reads. Otherwise
+    /// as `begin`.
+    pub async fn begin_streaming(log: Arc<TableLog>) -> Self {
+        let mut write = Self::begin(log).await;
+        let observer = write.log.committer.observer();
+        let read = observer.is_some_and(|o| o.reads_now(&write.log.name) != Some(false));
+        if read && write.log.locations.is_none() {
+            let (sender, receiver) = streaming::channel(write.first_row);
+            let outcome = write.log.committer.enqueue_stream(&write.log, receiver);
+            write.stream = Some(sender.queued(outcome));
+        }
+        write
     }
 
     /// Takes more rows: key checks now, spilled once enough wait.
@@ -215,7 +245,11 @@ impl BulkWrite {
         self.pending_rows += changes.num_rows();
         self.pending_bytes += changes.rows.get_array_memory_size();
         self.pending.push(changes);
-        let enough = self.pending_rows >= SPILL_ROWS || self.pending_bytes >= SPILL_BYTES;
+        let spill_rows = match self.stream {
+            Some(_) => streaming::PART_ROWS,
+            None => SPILL_ROWS,
+        };
+        let enough = self.pending_rows >= spill_rows || self.pending_bytes >= SPILL_BYTES;
         if self.exclusive && enough {
             self.spill()?;
         }
@@ -243,7 +277,79 @@ impl BulkWrite {
         let at = self.first_row + self.spilled_rows;
         encode_entries(self.log.id, &rows, at, self.events.as_mut(), &mut entries)?;
         self.spilled_rows += rows.num_rows() as u64;
-        self.log.store.stage(entries)
+        self.log.store.stage(entries)?;
+        if let Some(stream) = self.stream.as_mut() {
+            match stream.is_detached() {
+                false => stream.keep(rows),
+                true => self.stop_streaming(),
+            }
+        }
+        Ok(())
+    }
+
+    /// The committer let go of the streamed write.
+    fn stop_streaming(&mut self) {
+        self.stream = None;
+        self.detached = true;
+        self.log.count_stream(true);
+    }
+
+    /// Rows of a streaming write spilled since the last call, for the
+    /// views; sent outside any lock, as sending waits for room.
+    pub fn delivery(&mut self) -> Option<Delivery> {
+        self.stream.as_mut()?.delivery()
+    }
+
+    /// The committer let go of this streaming write before its end: it
+    /// goes on as an ordinary write, and the views may have been left to
+    /// rebuild when they could not undo its rows.
+    pub fn was_detached(&self) -> bool {
+        self.detached
+    }
+
+    /// Ends a streaming write: its rows once committed; when it is not
+    /// streamed (or no longer is), the write, for `commit`.
+    pub async fn finish_streaming(mut self, gate: Option<&CommitGate>) -> Result<Streamed> {
+        if self.stream.as_ref().is_some_and(StreamSender::is_detached) {
+            self.stop_streaming();
+        }
+        if self.stream.is_none() {
+            return Ok(Streamed::Ordinary(Box::new(self)));
+        }
+        self.spill()?;
+        let Some(stream) = self.stream.take() else {
+            return Ok(Streamed::Ordinary(Box::new(self)));
+        };
+        if let Some(gate) = gate {
+            // A cancel now drops the stream: the committer fails the write.
+            gate.begin_commit()?;
+        }
+        // In a task of its own: once the end is sent the write may commit,
+        // so it must not be forgotten if this statement is dropped.
+        let (rows, events) = (self.spilled_rows, self.events.clone());
+        let ending = tokio::spawn(async move {
+            let committed = stream.finish(rows, events).await;
+            if matches!(committed, Ok(true)) {
+                self.queued = true;
+            }
+            (self, committed)
+        });
+        let ended = ending.await;
+        if let Some(gate) = gate {
+            gate.end_commit();
+        }
+        let (mut write, committed) =
+            ended.map_err(|_| WeirError::internal("a streaming write's end failed"))?;
+        match committed? {
+            true => {
+                write.log.count_stream(false);
+                Ok(Streamed::Committed(rows))
+            }
+            false => {
+                write.stop_streaming();
+                Ok(Streamed::Ordinary(Box::new(write)))
+            }
+        }
     }
 
     /// Commits every row taken; returns the row count. With a `gate`, a
@@ -319,6 +425,7 @@ impl BulkWrite {
             rows,
             keys: std::mem::take(&mut self.keys),
             position: self.position.take(),
+            stream: std::sync::Mutex::new(None),
         }))
     }
 }

@@ -12,7 +12,6 @@
 //! ones to a table it wrote) a retryable one (40001), and the rest are
 //! committed again as a group of their own.
 
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,15 +19,18 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use super::changes::TableChanges;
-use super::entries::{self, encode_entry, encode_head, entry_key, head_key, EntryReader};
-use super::locations::LocationChanges;
+use super::entries;
+use super::group_messages::{commit_with_views, GroupMessages};
+use super::placement::{PlacedGroup, Placement};
+use super::streaming::StreamReceiver;
 use super::unique::KeyChanges;
-use super::{lock, TableLog, ROWS_PER_ENTRY};
+use super::{lock, TableLog};
 use crate::error::{Result, WeirError};
 use crate::state::{StateStore, WriteBatch};
-use crate::stream::append_observer::{AppendObserver, GroupFailure, WriteGroup};
-use crate::stream::dataflow::source_messages;
-use crate::stream::{Message, WatermarkTracker};
+use crate::stream::append_observer::{AppendObserver, GroupFailure};
+use crate::stream::WatermarkTracker;
+
+pub(super) use super::placement::encode_entries;
 
 /// The one queue of writes waiting to commit, for every table of a store.
 pub struct GroupCommitter {
@@ -68,6 +70,9 @@ pub(super) struct PreparedWrite {
     pub keys: KeyChanges,
     /// A source's connector position after these rows.
     pub position: Option<String>,
+    /// A streamed write's rows, as they come (`streaming`); taken when
+    /// the write is placed.
+    pub stream: Mutex<Option<StreamReceiver>>,
 }
 
 /// Rows a write spilled to the log from `first_row` on, and the table's
@@ -143,7 +148,7 @@ impl GroupCommitter {
                     queue.committing = false;
                     return;
                 }
-                std::mem::take(&mut queue.waiting)
+                next_group(&mut queue.waiting)
             };
             self.commit_group(group);
         }
@@ -198,31 +203,60 @@ impl GroupCommitter {
 
     /// Places, runs through the views and commits one group.
     fn apply(&self, writes: &[&PreparedWrite]) -> std::result::Result<(), GroupFailure> {
-        let mut placement = Placement::default();
-        let mut batch = WriteBatch::new();
+        let mut placed = PlacedGroup {
+            placement: Placement::default(),
+            batch: WriteBatch::new(),
+        };
         let mut sources = Vec::with_capacity(writes.len());
         for (index, write) in writes.iter().enumerate() {
-            let source = placement
-                .place(write, &mut batch)
+            let source = placed
+                .placement
+                .place(write, &mut placed.batch)
                 .map_err(|error| GroupFailure {
                     write: Some(index),
                     error,
                 })?;
             sources.push(source);
         }
-        placement
-            .finish(&mut batch)
-            .map_err(|error| GroupFailure { write: None, error })?;
-        let mut group = GroupMessages::new(sources, &placement);
-        let mut publish = || placement.publish();
-        commit_with_views(
-            &*self.store,
-            batch,
-            self.observer.clone(),
-            &mut group,
-            &mut publish,
-        )
+        let others_waiting = || !lock(&self.queue).waiting.is_empty();
+        let mut group = GroupMessages::new(sources, &placed.placement, &others_waiting);
+        commit_with_views(&*self.store, &mut placed, self.observer.clone(), &mut group)
     }
+
+    /// Queues a streamed write (`streaming`), whose rows come through
+    /// `stream` while the committer runs it; the receiver says how it
+    /// ended.
+    pub(super) fn enqueue_stream(
+        self: &Arc<Self>,
+        log: &Arc<TableLog>,
+        stream: StreamReceiver,
+    ) -> oneshot::Receiver<Result<()>> {
+        let write = PreparedWrite {
+            log: log.clone(),
+            spilled: None,
+            rows: None,
+            keys: KeyChanges::default(),
+            position: None,
+            stream: Mutex::new(Some(stream)),
+        };
+        match self.enqueue_all(vec![write]).pop() {
+            Some(outcome) => outcome,
+            None => oneshot::channel().1,
+        }
+    }
+}
+
+/// Takes the next group from the queue: everything queued, but a streamed
+/// write goes alone (those queued before it go first, as a group), so
+/// nothing waits for a client's data that was not queued behind it.
+fn next_group(waiting: &mut Vec<Queued>) -> Vec<Queued> {
+    let end = match waiting.iter().position(|queued| queued.write.is_streamed()) {
+        Some(0) => 1,
+        Some(at) => at,
+        None => waiting.len(),
+    };
+    let rest = waiting.split_off(end);
+    std::mem::replace(waiting, rest)
 }
 
 impl Queued {
@@ -259,6 +293,10 @@ fn independent_of(group: &mut Vec<Queued>, failed: usize) -> Vec<Queued> {
 }
 
 impl PreparedWrite {
+    fn is_streamed(&self) -> bool {
+        lock(&self.stream).is_some()
+    }
+
     /// Not committed: forget the spilled rows and the keys it added.
     pub(super) fn forget(&self) {
         self.log.forget_write(
@@ -276,292 +314,7 @@ fn failed_with_another() -> WeirError {
     .with_hint("Retry the statement.")
 }
 
-/// Where a group's writes go in their tables' logs.
-#[derive(Default)]
-struct Placement {
-    tables: HashMap<u64, Placed>,
-}
-
-/// A table's log as the group has extended it so far.
-struct Placed {
-    log: Arc<TableLog>,
-    rows: u64,
-    events: Option<WatermarkTracker>,
-    /// In-memory rows placed but not yet encoded: consecutive small writes
-    /// share log entries (one entry, one compression, for many one-row
-    /// INSERTs), starting at `unencoded_at`.
-    unencoded: Vec<TableChanges>,
-    unencoded_at: u64,
-    /// What the group does to where the table's live rows are.
-    locations: LocationChanges,
-    /// A source's connector position after the placed rows.
-    position: Option<String>,
-}
-
-impl Placed {
-    fn encode(&mut self, batch: &mut WriteBatch) -> Result<()> {
-        if self.unencoded.is_empty() {
-            return Ok(());
-        }
-        let rows = TableChanges::concat(&self.log.schema, &self.unencoded)?;
-        self.unencoded.clear();
-        encode_entries(
-            self.log.id,
-            &rows,
-            self.unencoded_at,
-            self.events.as_mut(),
-            batch,
-        )
-    }
-}
-
-impl Placement {
-    /// Puts the write's in-memory rows after everything before them.
-    fn place(&mut self, write: &PreparedWrite, batch: &mut WriteBatch) -> Result<WriteSource> {
-        let log = &write.log;
-        let placed = self.tables.entry(log.id).or_insert_with(|| Placed {
-            log: log.clone(),
-            rows: log.row_count(),
-            events: log.visible_tracker(),
-            unencoded: Vec::new(),
-            unencoded_at: 0,
-            locations: LocationChanges::default(),
-            position: log.source_position(),
-        });
-        if write.position.is_some() {
-            placed.position = write.position.clone();
-        }
-        let (first_row, spilled_rows) = match &write.spilled {
-            Some(spilled) => {
-                placed.encode(batch)?;
-                // Spilled writes wait for the table's earlier writes.
-                if spilled.first_row != placed.rows {
-                    return Err(WeirError::internal(format!(
-                        "a write spilled at row {} of {} but its table has {} rows",
-                        spilled.first_row, log.name, placed.rows
-                    )));
-                }
-                placed.events = spilled.events.clone();
-                (spilled.first_row, spilled.rows)
-            }
-            None => (placed.rows, 0),
-        };
-        let at = first_row + spilled_rows;
-        if let Some(locations) = &log.locations {
-            let locations = lock(locations);
-            if spilled_rows > 0 {
-                let schema = log.schema.clone();
-                let reader = EntryReader::new(&*log.store, log.id, schema, None, first_row, at)?;
-                for entry in reader {
-                    let entry = entry?;
-                    let changes = entry.changes_from(entry.first_row);
-                    locations.place(&changes, entry.first_row, &mut placed.locations)?;
-                }
-            }
-            if let Some(rows) = &write.rows {
-                locations.place(rows, at, &mut placed.locations)?;
-            }
-        }
-        if let Some(rows) = &write.rows {
-            if placed.unencoded.is_empty() {
-                placed.unencoded_at = at;
-            }
-            placed.unencoded.push(rows.clone());
-        }
-        let in_memory = write.rows.as_ref().map_or(0, |rows| rows.num_rows() as u64);
-        placed.rows = at + in_memory;
-        let spilled = match spilled_rows {
-            0 => None,
-            _ => Some(EntryReader::new(
-                &*log.store,
-                log.id,
-                log.schema.clone(),
-                None,
-                first_row,
-                at,
-            )?),
-        };
-        Ok(WriteSource {
-            log: log.clone(),
-            spilled,
-            rows: write.rows.clone(),
-        })
-    }
-
-    /// The rest of the entries, and each table's new head.
-    fn finish(&mut self, batch: &mut WriteBatch) -> Result<()> {
-        for placed in self.tables.values_mut() {
-            placed.encode(batch)?;
-            let head =
-                placed
-                    .log
-                    .head_after(placed.rows, placed.events.as_ref(), placed.position.clone());
-            batch.put(head_key(placed.log.id), encode_head(&head)?);
-        }
-        Ok(())
-    }
-
-    /// The group is durable: its rows become visible.
-    fn publish(&mut self) {
-        for placed in self.tables.values_mut() {
-            if let Some(locations) = &placed.log.locations {
-                lock(locations).apply(std::mem::take(&mut placed.locations));
-            }
-            placed.log.published(placed.rows, placed.events.clone());
-            placed.log.set_source_position(placed.position.take());
-        }
-    }
-}
-
-/// Appends `rows` as log entries from row `at`, moving `events` along.
-pub(super) fn encode_entries(
-    table_id: u64,
-    rows: &TableChanges,
-    at: u64,
-    mut events: Option<&mut WatermarkTracker>,
-    batch: &mut WriteBatch,
-) -> Result<()> {
-    let mut offset = 0;
-    while offset < rows.num_rows() {
-        let length = ROWS_PER_ENTRY.min(rows.num_rows() - offset);
-        let slice = rows.slice(offset, length);
-        let before = events.as_deref().and_then(WatermarkTracker::max_event_ns);
-        if let Some(events) = events.as_deref_mut() {
-            events.advance(&slice.rows)?;
-        }
-        batch.put_log(
-            entry_key(table_id, at + offset as u64),
-            encode_entry(&slice, before)?,
-        );
-        offset += length;
-    }
-    Ok(())
-}
-
-/// One write's rows as the views read them: spilled entries, then the
-/// rows in memory.
-struct WriteSource {
-    log: Arc<TableLog>,
-    spilled: Option<EntryReader>,
-    rows: Option<TableChanges>,
-}
-
-/// The group's writes as messages, each row with the watermark it arrives
-/// under (carried from write to write of a table).
-struct GroupMessages {
-    sources: Vec<WriteSource>,
-    trackers: HashMap<u64, Option<WatermarkTracker>>,
-}
-
-impl GroupMessages {
-    fn new(sources: Vec<WriteSource>, placement: &Placement) -> Self {
-        let trackers = placement
-            .tables
-            .iter()
-            .map(|(id, placed)| (*id, placed.log.visible_tracker()))
-            .collect();
-        GroupMessages { sources, trackers }
-    }
-}
-
-impl WriteGroup for GroupMessages {
-    fn writes(&self) -> usize {
-        self.sources.len()
-    }
-
-    fn table(&self, write: usize) -> &str {
-        &self.sources[write].log.name
-    }
-
-    fn next_messages(&mut self, write: usize) -> Option<Result<Vec<Message>>> {
-        let source = &mut self.sources[write];
-        let changes = match source.spilled.as_mut().and_then(Iterator::next) {
-            Some(entry) => entry.map(|entry| entry.changes_from(entry.first_row)),
-            None => Ok(source.rows.take()?),
-        };
-        let tracker = self.trackers.get_mut(&source.log.id)?.as_mut();
-        Some(changes.and_then(|changes| {
-            let diffs = changes.diffs();
-            source_messages(changes.rows, diffs, tracker)
-        }))
-    }
-}
-
-/// A single write already in memory (a watermark raise).
-struct SingleWrite<'a> {
-    pub table: &'a str,
-    pub messages: Option<Vec<Message>>,
-}
-
-impl WriteGroup for SingleWrite<'_> {
-    fn writes(&self) -> usize {
-        1
-    }
-
-    fn table(&self, _write: usize) -> &str {
-        self.table
-    }
-
-    fn next_messages(&mut self, _write: usize) -> Option<Result<Vec<Message>>> {
-        self.messages.take().map(Ok)
-    }
-}
-
-/// Runs a group through the views reading its tables, then commits its
-/// writes and the views' changes in one atomic, durable batch;
-/// `published` runs once it is durable, while the views' lock is held.
-fn commit_with_views(
-    store: &dyn StateStore,
-    mut write: WriteBatch,
-    observer: Option<Arc<dyn AppendObserver>>,
-    group: &mut dyn WriteGroup,
-    published: &mut dyn FnMut(),
-) -> std::result::Result<(), GroupFailure> {
-    let whole = |error| GroupFailure { write: None, error };
-    let Some(observer) = observer else {
-        store.commit(write).map_err(whole)?;
-        published();
-        return Ok(());
-    };
-    let mut commit = |views: WriteBatch| {
-        let mut all = std::mem::take(&mut write);
-        all.extend(views);
-        store.commit(all)?;
-        published();
-        Ok(())
-    };
-    // A failed group was undone by the observer; a bug in an operator
-    // (a panic) must not leave views half-updated unnoticed.
-    catch_unwind(AssertUnwindSafe(|| {
-        observer.append_and_commit(group, &mut commit)
-    }))
-    .unwrap_or_else(|_| {
-        observer.on_commit_failed();
-        Err(whole(WeirError::internal(
-            "a materialized view failed on this write; views are rebuilt",
-        )))
-    })
-}
-
 impl TableLog {
-    /// Commits `write`, an entry logged between rows (a clock tick, a
-    /// firing), with the views' changes `messages` cause, in one atomic,
-    /// durable batch; `published` runs once it is durable.
-    pub(super) fn commit_between_rows(
-        &self,
-        write: WriteBatch,
-        messages: Vec<Message>,
-        published: &mut dyn FnMut(),
-    ) -> Result<()> {
-        let mut group = SingleWrite {
-            table: &self.name,
-            messages: Some(messages),
-        };
-        let observer = self.committer.observer();
-        commit_with_views(&*self.store, write, observer, &mut group, published)
-            .map_err(|failure| failure.error)
-    }
-
     /// The table's event-time tracker as of its visible rows.
     pub(super) fn visible_tracker(&self) -> Option<WatermarkTracker> {
         self.watermark.as_ref().map(|tracker| lock(tracker).clone())
@@ -569,7 +322,7 @@ impl TableLog {
 
     /// A group made rows up to `rows` durable: queries and later writes
     /// see them.
-    fn published(&self, rows: u64, events: Option<WatermarkTracker>) {
+    pub(super) fn published(&self, rows: u64, events: Option<WatermarkTracker>) {
         self.visible_rows.store(rows, Ordering::Release);
         if let (Some(current), Some(next)) = (&self.watermark, events) {
             *lock(current) = next;

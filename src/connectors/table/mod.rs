@@ -34,18 +34,21 @@ mod commit_gate;
 mod entries;
 mod firings;
 mod group_commit;
+mod group_messages;
 mod history;
 mod keyless;
 mod legacy;
 mod locations;
 mod lookup;
 mod not_null;
+mod placement;
 mod retention;
 mod scan;
+mod streaming;
 mod transaction;
 mod unique;
 
-pub use append::BulkWrite;
+pub use append::{BulkWrite, Streamed};
 pub use changes::TableChanges;
 pub use clock::{ticks_prefix, unix_now_ns, CLOCK_WAIT};
 pub use commit_gate::CommitGate;
@@ -53,6 +56,7 @@ pub use entries::{entries_prefix, head_key, legacy_rows_prefix};
 pub use firings::{firings_prefix, Firing};
 pub use group_commit::GroupCommitter;
 pub use history::History;
+pub use streaming::Delivery;
 pub use transaction::{PendingWrites, MAX_TRANSACTION_BYTES};
 
 use crate::catalog::{SourceDefinition, StreamDefinition};
@@ -125,6 +129,10 @@ pub struct TableLog {
     source: bool,
     /// A source's connector position after the committed rows.
     source_position: Mutex<Option<String>>,
+    /// COPYs whose rows went through the views as they came, and those
+    /// let go of part way (`streaming`), since the start.
+    copies_streamed: AtomicU64,
+    copies_detached: AtomicU64,
 }
 
 /// What `TableLog::storage` reports (`weir_catalog.tables`).
@@ -238,6 +246,8 @@ impl TableLog {
             )),
             source: stream.is_some_and(|stream| stream.source.is_some()),
             source_position: Mutex::new(head.position),
+            copies_streamed: AtomicU64::new(0),
+            copies_detached: AtomicU64::new(0),
         })
     }
 
