@@ -442,6 +442,19 @@ fn copy_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<C
             }
         }
     }
+    for (name, value) in [
+        ("delimiter", result.delimiter),
+        ("quote", result.quote),
+        ("escape", result.escape),
+    ] {
+        if !value.is_ascii() {
+            // Postgres's rule; the data is scanned byte by byte.
+            return Err(WeirError::unsupported(format!(
+                "COPY {name} must be a single one-byte character"
+            ))
+            .with_hint("Use an ASCII character."));
+        }
+    }
     Ok(result)
 }
 

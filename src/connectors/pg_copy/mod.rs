@@ -14,13 +14,15 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::error::{sqlstate, Result, WeirError};
 use crate::stream::time_columns::with_seconds;
-use fields::{split_csv, split_text, Record};
+use columns::StringColumns;
+use fields::{split_csv, split_text, FieldSink};
 use values::{decode_array, decode_bytea};
 
 pub use chunks::CopyDecoder;
 pub use encode::{encode_rows, header_line};
 
 mod chunks;
+mod columns;
 mod encode;
 mod fields;
 mod values;
@@ -84,15 +86,15 @@ pub fn decode_fields(
     schema: &SchemaRef,
     first_line: usize,
 ) -> Result<RecordBatch> {
-    let records: Vec<Record> = rows
-        .into_iter()
-        .enumerate()
-        .map(|(index, fields)| Record {
-            line: first_line + index,
-            fields,
-        })
-        .collect();
-    records_to_batch(&records, schema)
+    let mut columns = StringColumns::new(schema.fields().len(), 0, false);
+    for (index, fields) in rows.iter().enumerate() {
+        for field in fields {
+            columns.field(field.as_deref());
+        }
+        columns.end_record(first_line + index)?;
+    }
+    let lines = std::mem::take(&mut columns.lines);
+    columns_to_batch(columns.finish(), &lines, schema)
 }
 
 /// Decodes a piece of the data that starts at line `first_line`.
@@ -103,41 +105,28 @@ fn decode_from_line(
     first_line: usize,
     skip_header: bool,
 ) -> Result<RecordBatch> {
-    let records = match options.format {
-        CopyFormat::Text => split_text(data, options, first_line)?,
-        CopyFormat::Csv => split_csv(data, options, first_line)?,
+    let mut columns = StringColumns::new(schema.fields().len(), data.len(), skip_header);
+    match options.format {
+        CopyFormat::Text => split_text(data, options, first_line, &mut columns)?,
+        CopyFormat::Csv => split_csv(data, options, first_line, &mut columns)?,
     };
-    let skip = usize::from(skip_header && !records.is_empty());
-    records_to_batch(&records[skip..], schema)
+    let lines = std::mem::take(&mut columns.lines);
+    columns_to_batch(columns.finish(), &lines, schema)
 }
 
-fn records_to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch> {
-    let width = schema.fields().len();
-    for (index, record) in records.iter().enumerate() {
-        if record.fields.len() != width {
-            return Err(bad_format(
-                record.line,
-                format!("expected {width} columns, found {}", record.fields.len()),
-            )
-            .with_hint(format!(
-                "Row {} of the data has the wrong number of fields.",
-                index + 1
-            )));
-        }
-    }
+/// String columns (rows starting on `lines`) cast to `schema`'s types.
+fn columns_to_batch(
+    strings: Vec<StringArray>,
+    lines: &[usize],
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
     let columns = schema
         .fields()
         .iter()
-        .enumerate()
-        .map(|(column, field)| {
-            let strings: StringArray = records
-                .iter()
-                .map(|record| record.fields[column].as_deref())
-                .collect();
-            cast_column(&strings, field.data_type(), field.name(), records)
-        })
+        .zip(&strings)
+        .map(|(field, strings)| cast_column(strings, field.data_type(), field.name(), lines))
         .collect::<Result<Vec<_>>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(records.len()));
+    let options = RecordBatchOptions::new().with_row_count(Some(lines.len()));
     RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(|error| {
         WeirError::new(sqlstate::NOT_NULL_VIOLATION, error.to_string())
             .with_hint("A NOT NULL column received NULL in the COPY data.")
@@ -165,7 +154,7 @@ fn cast_column(
     strings: &StringArray,
     data_type: &DataType,
     column: &str,
-    records: &[Record],
+    lines: &[usize],
 ) -> Result<ArrayRef> {
     let input: ArrayRef = Arc::new(strings.clone());
     if data_type == &DataType::Utf8 {
@@ -173,9 +162,9 @@ fn cast_column(
     }
     let input = match data_type {
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
-            decode_bytea(strings, column, records)?
+            decode_bytea(strings, column, lines)?
         }
-        DataType::List(element) => return decode_array(strings, element, column, records),
+        DataType::List(element) => return decode_array(strings, element, column, lines),
         _ => input,
     };
     let lenient = CastOptions {
@@ -200,14 +189,14 @@ fn cast_column(
         cast = cast_input(&(Arc::new(completed) as ArrayRef))?;
     }
     // A safe cast turns bad values into NULL; find the first to report it.
-    for (row, record) in records.iter().enumerate() {
+    for (row, line) in lines.iter().enumerate() {
         if strings.is_valid(row) && cast.is_null(row) {
             return Err(WeirError::new(
                 sqlstate::INVALID_TEXT_REPRESENTATION,
                 format!(
                     "invalid input for column \"{column}\" of type {data_type}: \"{}\" (COPY data line {})",
                     strings.value(row),
-                    record.line
+                    line
                 ),
             )
             .with_hint("Fix the value or the column order in the COPY data."));

@@ -7,7 +7,7 @@ use datafusion::arrow::array::{ArrayRef, BinaryArray, ListArray, StringArray};
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::FieldRef;
 
-use super::{cast_column, Record};
+use super::cast_column;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::sql::bytea_input::parse_bytea;
 
@@ -16,28 +16,25 @@ pub(super) fn decode_array(
     strings: &StringArray,
     element: &FieldRef,
     column: &str,
-    records: &[Record],
+    lines: &[usize],
 ) -> Result<ArrayRef> {
     let mut offsets = vec![0i32];
     let mut elements: Vec<Option<String>> = Vec::new();
     // Each element remembers its row's line, for error messages.
-    let mut element_records = Vec::new();
-    for (value, record) in strings.iter().zip(records) {
+    let mut element_lines = Vec::new();
+    for (value, line) in strings.iter().zip(lines) {
         if let Some(text) = value {
             let parsed = parse_array_literal(text).ok_or_else(|| {
                 WeirError::new(
                     sqlstate::INVALID_TEXT_REPRESENTATION,
                     format!(
                         "malformed array literal for column \"{column}\": \"{text}\" (COPY data line {})",
-                        record.line
+                        line
                     ),
                 )
                 .with_hint("Arrays look like {1,2,3}; nested arrays are not supported.")
             })?;
-            element_records.extend(parsed.iter().map(|_| Record {
-                line: record.line,
-                fields: Vec::new(),
-            }));
+            element_lines.extend(parsed.iter().map(|_| *line));
             elements.extend(parsed);
         }
         offsets.push(elements.len() as i32);
@@ -47,7 +44,7 @@ pub(super) fn decode_array(
         &element_strings,
         element.data_type(),
         column,
-        &element_records,
+        &element_lines,
     )?;
     let nulls = NullBuffer::from_iter(strings.iter().map(|value| value.is_some()));
     let list = ListArray::try_new(
@@ -113,12 +110,12 @@ fn parse_array_literal(text: &str) -> Option<Vec<Option<String>>> {
 pub(super) fn decode_bytea(
     strings: &StringArray,
     column: &str,
-    records: &[Record],
+    lines: &[usize],
 ) -> Result<ArrayRef> {
     let decoded = strings
         .iter()
-        .zip(records)
-        .map(|(value, record)| {
+        .zip(lines)
+        .map(|(value, line)| {
             let Some(text) = value else {
                 return Ok(None);
             };
@@ -128,7 +125,7 @@ pub(super) fn decode_bytea(
                     error.code,
                     format!(
                         "{} for column \"{column}\" (COPY data line {})",
-                        error.message, record.line
+                        error.message, line
                     ),
                 )
             })?;

@@ -59,11 +59,13 @@ pub fn take_encoding(
 fn single_character(value: &str) -> Result<char> {
     let mut characters = value.chars();
     match (characters.next(), characters.next()) {
-        (Some(character), None) if character != '\n' && character != '"' => Ok(character),
+        (Some(character), None) if character.is_ascii() && !matches!(character, '\n' | '"') => {
+            Ok(character)
+        }
         _ => Err(invalid(
             "csv.delimiter",
             value,
-            "Give one character, such as ',' or ';'.",
+            "Give one ASCII character, such as ',' or ';'.",
         )),
     }
 }
