@@ -65,7 +65,9 @@ pub struct BulkWrite {
     queued: bool,
     /// A source's write: its connector's position after these rows.
     position: Option<String>,
-    /// Streaming (a COPY): the views take the rows as they are spilled.
+    /// Streaming (a COPY): the views take the rows as they are spilled,
+    /// from the first part on (`stream`).
+    streams: bool,
     stream: Option<StreamSender>,
     /// The committer let go of the streamed write: it goes on as an
     /// ordinary one, and the views may need rebuilding first.
@@ -188,6 +190,7 @@ impl BulkWrite {
             keys: KeyChanges::default(),
             queued: false,
             position: None,
+            streams: false,
             stream: None,
             detached: false,
         }
@@ -196,15 +199,13 @@ impl BulkWrite {
     /// A write of any size whose rows go through the views as they come
     /// (`streaming`): for an append-only table some view reads. Otherwise
     /// as `begin`.
+    /// The stream starts with the first part spilled, so a small COPY (or
+    /// one typed by hand) stays an ordinary write.
     pub async fn begin_streaming(log: Arc<TableLog>) -> Self {
         let mut write = Self::begin(log).await;
         let observer = write.log.committer.observer();
         let read = observer.is_some_and(|o| o.reads_now(&write.log.name) != Some(false));
-        if read && write.log.locations.is_none() {
-            let (sender, receiver) = streaming::channel(write.first_row);
-            let outcome = write.log.committer.enqueue_stream(&write.log, receiver);
-            write.stream = Some(sender.queued(outcome));
-        }
+        write.streams = read && write.log.locations.is_none();
         write
     }
 
@@ -245,9 +246,9 @@ impl BulkWrite {
         self.pending_rows += changes.num_rows();
         self.pending_bytes += changes.rows.get_array_memory_size();
         self.pending.push(changes);
-        let spill_rows = match self.stream {
-            Some(_) => streaming::PART_ROWS,
-            None => SPILL_ROWS,
+        let spill_rows = match self.streams {
+            true => streaming::PART_ROWS,
+            false => SPILL_ROWS,
         };
         let enough = self.pending_rows >= spill_rows || self.pending_bytes >= SPILL_BYTES;
         if self.exclusive && enough {
@@ -278,6 +279,11 @@ impl BulkWrite {
         encode_entries(self.log.id, &rows, at, self.events.as_mut(), &mut entries)?;
         self.spilled_rows += rows.num_rows() as u64;
         self.log.store.stage(entries)?;
+        if self.streams && self.stream.is_none() {
+            let (sender, receiver) = streaming::channel(self.first_row);
+            let outcome = self.log.committer.enqueue_stream(&self.log, receiver);
+            self.stream = Some(sender.queued(outcome));
+        }
         if let Some(stream) = self.stream.as_mut() {
             match stream.is_detached() {
                 false => stream.keep(rows),
@@ -289,6 +295,7 @@ impl BulkWrite {
 
     /// The committer let go of the streamed write.
     fn stop_streaming(&mut self) {
+        self.streams = false;
         self.stream = None;
         self.detached = true;
         self.log.count_stream(true);

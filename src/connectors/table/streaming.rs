@@ -3,9 +3,10 @@
 //! instead of following each other, and the rows are not read back from
 //! the log at the end.
 //!
-//! The write is queued for the group commit when it begins, alone in its
-//! group; the committer pushes each part through the views as it comes and
-//! commits once the last has come. It stays all or nothing: a failure
+//! The write is queued for the group commit with its first part (64 k
+//! rows; a smaller COPY stays an ordinary write), alone in its group; the
+//! committer pushes each part through the views as it comes and commits
+//! once the last has come. It stays all or nothing: a failure
 //! undoes what the views did (as for any failed group). Its rows still go
 //! to the log as they come (spilled past the head), so the committer can
 //! let go of a client that stops sending — after `STALL_WITH_OTHERS_MS`
