@@ -13,6 +13,8 @@ use common::{copy_into, sorted_rows, TestServer};
 use futures::SinkExt;
 use tokio_postgres::Client;
 
+const TABLE: &str = "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, \
+    ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY";
 const VIEW: &str = "CREATE MATERIALIZED VIEW per_auction AS \
     SELECT auction, window_start, count(*) AS bids, sum(price) AS volume, \
     count(DISTINCT bidder) AS bidders \
@@ -67,13 +69,7 @@ async fn big_copies_land_whole_or_not_at_all() {
     let data_dir = temp.path().join("data");
     let mut server = TestServer::start_on(&data_dir);
     let client = server.connect().await;
-    client
-        .batch_execute(
-            "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP, \
-             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY",
-        )
-        .await
-        .unwrap();
+    client.batch_execute(TABLE).await.unwrap();
     client.batch_execute(VIEW).await.unwrap();
 
     // ~28 MB: several decode chunks, and past the spill bound.
@@ -320,15 +316,12 @@ async fn a_copy_whose_client_pauses_lets_other_writes_on_and_lands_whole() {
     let mut server = TestServer::start_on(&data_dir);
     let client = server.connect().await;
     client
-        .batch_execute(
-            "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP, \
-             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) APPEND ONLY; \
-             CREATE TABLE other (v BIGINT); \
-             CREATE MATERIALIZED VIEW others AS SELECT count(*) AS n FROM other",
-        )
+        .batch_execute(&format!(
+            "{TABLE}; {VIEW}; CREATE TABLE other (v BIGINT); \
+             CREATE MATERIALIZED VIEW others AS SELECT count(*) AS n FROM other"
+        ))
         .await
         .unwrap();
-    client.batch_execute(VIEW).await.unwrap();
     // The default: a view that emits on update (one row per open group).
     client
         .batch_execute(

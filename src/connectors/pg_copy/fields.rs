@@ -224,12 +224,9 @@ impl Csv<'_> {
         if in_quotes {
             return Err(bad_format(start_line, "unterminated quoted field"));
         }
-        let scratch = std::mem::take(&mut self.scratch);
         // Only ASCII quotes and escapes were left out of whole UTF-8 text.
-        let value = String::from_utf8_lossy(&scratch);
+        let value = String::from_utf8_lossy(&self.scratch);
         self.send(&value, quoted, sink);
-        drop(value);
-        self.scratch = scratch;
         Ok((position, ended.unwrap_or(true)))
     }
 
