@@ -65,6 +65,7 @@ impl Planner<'_> {
             (Some(window), Some(_)) if window.watermarked => Some(window.time_name.clone()),
             _ => None,
         };
+        let change_bound = self.change_bound(aggregate, &segment, &window_group, &watermark);
         if self.emit == EmitMode::OnWindowClose {
             match (&segment.window, &window_group) {
                 (Some(window), Some(_)) if !window.watermarked => {
@@ -122,6 +123,13 @@ impl Planner<'_> {
             || self.fires
             || matches!(late, LatePolicy::Update { .. });
         segment.window = None;
+        segment.changes_bounded = false;
+        if session.is_none() && segment.updating && segment.watermark.is_none() {
+            if let Some(column) = change_bound {
+                segment.watermark = Some(schema.field(column).name().clone());
+                segment.changes_bounded = true;
+            }
+        }
         if let Some(columns) = session {
             segment
                 .nodes
@@ -152,8 +160,34 @@ impl Planner<'_> {
             side_output: self.side_output.clone(),
             retracting,
             fires: self.fires,
+            forwards_watermark: false,
         }));
         Ok(segment)
+    }
+
+    /// The output column every later change of an aggregate emitting on
+    /// update keeps at or above the watermark it can put out: a window
+    /// column (a window changes only while it is open), or a group column
+    /// that is its input's watermark column when its input's changes are
+    /// bounded so.
+    fn change_bound(
+        &self,
+        aggregate: &Aggregate,
+        input: &Segment,
+        window_group: &Option<WindowGroup>,
+        window_watermark: &Option<String>,
+    ) -> Option<usize> {
+        if self.fires {
+            return None;
+        }
+        if let Some(group) = window_group {
+            return window_watermark.as_ref().map(|_| group.column);
+        }
+        let column = input
+            .watermark
+            .clone()
+            .filter(|_| !input.updating || input.changes_bounded);
+        group_position(aggregate, &column)
     }
 
     /// The group column that names the window, preferring window_start.

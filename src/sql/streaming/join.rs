@@ -172,7 +172,12 @@ impl Planner<'_> {
             inputs.push(segment);
         }
         let lookup = self.lookup(&join, kind, &inputs)?;
-        let bounded = kind == JoinKind::Inner && !lookup && inputs.iter().all(|s| !s.updating);
+        // Updating inputs too, when every later change of theirs (a
+        // retraction too) keeps its time above its watermark: a row then
+        // meets, and is taken back against, only rows not yet forgotten.
+        let bounded = kind == JoinKind::Inner
+            && !lookup
+            && inputs.iter().all(|s| !s.updating || s.changes_bounded);
         let bounds = match bounded {
             true => side_bounds(
                 &join,
@@ -185,7 +190,16 @@ impl Planner<'_> {
             true => [None, None],
             false => self.join_ttl(kind, &inputs),
         };
-        let watermark = output_watermark(&join, &bounds, &inputs);
+        if bounds.iter().any(Option::is_some) {
+            for input in inputs.iter_mut().filter(|input| input.updating) {
+                input.forward_change_watermarks();
+            }
+        }
+        // An updating output has no watermark.
+        let watermark = match inputs.iter().any(|input| input.updating) {
+            true => None,
+            false => output_watermark(&join, &bounds, &inputs),
+        };
         let mut node = self.join_node(&join, kind, residual, bounds, ttl, lookup)?;
         if let Some((_, column)) = &watermark {
             node.display.push_str(&format!(" watermark={column}"));
@@ -452,8 +466,12 @@ fn split_condition(join: &Join, kind: JoinKind) -> ([Vec<Expr>; 2], Option<Expr>
 }
 
 /// The columns of a join input that its watermark bounds below: the
-/// watermark column, and the end of a window over it.
+/// watermark column, and the end of a window over it (in every later
+/// change: an updating input's only if its changes are bounded so).
 fn time_columns(segment: &Segment) -> Vec<String> {
+    if segment.updating && !segment.changes_bounded {
+        return Vec::new();
+    }
     let mut columns: Vec<String> = segment.watermark.iter().cloned().collect();
     if let Some(window) = segment.window.as_ref().filter(|window| window.watermarked) {
         columns.extend(window.end.iter().cloned());
@@ -462,6 +480,16 @@ fn time_columns(segment: &Segment) -> Vec<String> {
 }
 
 impl Segment {
+    /// Its aggregates that emit on update put out the watermark their
+    /// changes keep to, for a join that forgets rows by it.
+    fn forward_change_watermarks(&mut self) {
+        for node in &mut self.nodes {
+            if let StreamNode::Aggregate(aggregate) = node {
+                aggregate.forwards_watermark = true;
+            }
+        }
+    }
+
     /// Two chains meeting at a join.
     fn joined(left: Segment, right: Segment, node: JoinNode) -> Segment {
         if node.lookup {
@@ -487,6 +515,7 @@ impl Segment {
             watermark: None,
             window: None,
             updating: false,
+            changes_bounded: false,
             junction: Some(JunctionNode::Join(Box::new(node))),
             branches: branches.into(),
         }

@@ -7,8 +7,13 @@
 //! watermark, so once the watermark passes `t + k` the row can go. Interval
 //! joins (`a.ts BETWEEN b.ts - INTERVAL '1' MINUTE AND b.ts`) and window
 //! joins (`ON a.window_end = b.window_end`) bound both sides this way.
-//! Only inner joins of append-only inputs forget rows: an outer join's
-//! NULL-padded rows and a retraction both need the rows kept.
+//! Only inner joins forget rows (an outer join's NULL-padded rows depend
+//! on every row of a key), and only of inputs whose every later change —
+//! a retraction too — keeps x above the watermark: append-only inputs, and
+//! windowed aggregates emitting on update (`Segment::changes_bounded`: a
+//! window's row changes only while the window is open). A retraction then
+//! meets exactly the rows its row met: the other side's rows it could
+//! match are still kept, and no later row of theirs can match it.
 
 use datafusion::common::{Column, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;

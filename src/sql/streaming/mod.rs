@@ -265,6 +265,12 @@ struct Segment {
     watermark: Option<String>,
     window: Option<WindowColumns>,
     updating: bool,
+    /// Whether, although `updating`, every later change (retractions too)
+    /// has its `watermark` column at or above the watermark: the output of
+    /// a windowed aggregate that emits on update (a window changes only
+    /// while open), or of a GROUP BY on such a column. An inner join can
+    /// then forget rows as over append-only inputs (`join_bounds.rs`).
+    changes_bounded: bool,
     /// With a junction: the chains that meet there (`nodes` come after it).
     junction: Option<JunctionNode>,
     branches: Vec<Branch>,
@@ -478,6 +484,7 @@ impl Planner<'_> {
             watermark: info.watermark.clone(),
             window: None,
             updating: info.updating,
+            changes_bounded: false,
             junction: None,
             branches: Vec::new(),
         };

@@ -82,6 +82,9 @@ pub struct AggregateNode {
     pub retracting: bool,
     /// `EMIT EVERY`: changes wait for the view's firings.
     pub fires: bool,
+    /// Emitting on update, it puts out a watermark on its changes' bounded
+    /// column (`Segment::changes_bounded`) for a join that forgets rows.
+    pub forwards_watermark: bool,
 }
 
 impl AggregateNode {
@@ -158,14 +161,17 @@ impl StreamNode {
                     late_handling(node.late, late_rows, node.side_output),
                     crate::stream::parallelism::window_partitions(),
                 )?),
-                None if node.updates_vectorised()? => Box::new(UpdatingAggregateOperator::new(
-                    node.groups,
-                    node.calls,
-                    node.window,
-                    node.schema,
-                    late_handling(node.late, late_rows, node.side_output),
-                    node.retracting,
-                )?),
+                None if node.updates_vectorised()? => Box::new(
+                    UpdatingAggregateOperator::new(
+                        node.groups,
+                        node.calls,
+                        node.window,
+                        node.schema,
+                        late_handling(node.late, late_rows, node.side_output),
+                        node.retracting,
+                    )?
+                    .forwarding_watermark(node.forwards_watermark),
+                ),
                 None => {
                     let mut operator = AggregateOperator::new(
                         node.groups,
@@ -175,7 +181,8 @@ impl StreamNode {
                         node.schema,
                         late_handling(node.late, late_rows, node.side_output),
                         node.retracting,
-                    )?;
+                    )?
+                    .forwarding_watermark(node.forwards_watermark);
                     if node.fires {
                         operator.publish_at_firings();
                     }

@@ -107,6 +107,7 @@ impl Planner<'_> {
             watermark: watermark.clone(),
             window: None,
             updating,
+            changes_bounded: false,
             junction: Some(JunctionNode::Union(UnionNode {
                 inputs: branches.len(),
                 schema,

@@ -223,6 +223,13 @@ impl AggregateOperator {
         self.pending = Some(PendingGroups::default());
     }
 
+    /// Emitting on update, it puts out a watermark all the same: a join
+    /// over it forgets rows by it (`change_watermark`).
+    pub fn forwarding_watermark(mut self, forwards: bool) -> Self {
+        self.forwards_watermark = forwards;
+        self
+    }
+
     /// A firing: publishes every group changed since the last one.
     pub fn fire(&mut self, output: &mut Output) -> Result<()> {
         let groups = match &mut self.pending {

@@ -125,6 +125,26 @@ pub struct AggregateOperator {
     pending: Option<firing::PendingGroups>,
     /// What the write group running now changed.
     undo: undo::AggregateUndo,
+    /// Emitting on update, it still puts out a watermark (for a join that
+    /// forgets rows by it): see `change_watermark`.
+    forwards_watermark: bool,
+}
+
+/// The watermark on an aggregate's window column (or, without a window,
+/// its group column that is the input's watermark column) once its input's
+/// watermark is `watermark_ns`: every later change has that column at or
+/// above it, as a window changes only while open (up to `horizon`, the
+/// watermark less the allowed lateness).
+pub(super) fn change_watermark(
+    window: Option<&WindowGroup>,
+    watermark_ns: i64,
+    horizon: i64,
+) -> i64 {
+    match window {
+        Some(window) if window.is_end => window.spec.earliest_open_end(horizon),
+        Some(window) => window.spec.earliest_open_start(horizon),
+        None => watermark_ns,
+    }
 }
 
 /// Rows to emit: group key, aggregate values, diff.
@@ -167,6 +187,7 @@ impl AggregateOperator {
             retracting,
             pending: None,
             undo: undo::AggregateUndo::default(),
+            forwards_watermark: false,
         };
         if global {
             // The one group exists from the start (and is checkpointed with
@@ -405,10 +426,13 @@ impl Operator for AggregateOperator {
         output: &mut Output,
     ) -> Result<()> {
         self.pay_empty_row(output)?;
+        let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
         let Some(window) = self.window else {
+            if self.forwards_watermark {
+                output.push(Message::Watermark(watermark_ns));
+            }
             return Ok(());
         };
-        let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
         if self.pending.is_some() {
             self.publish_closing(context.watermark, watermark_ns, horizon, output)?;
             self.drop_expired(horizon);
@@ -416,14 +440,13 @@ impl Operator for AggregateOperator {
         }
         if self.emit == EmitMode::OnWindowClose {
             self.emit_completed(context.watermark, watermark_ns, output)?;
-            // Results are final (up to the allowed lateness), so the output
-            // has a watermark: every later row's window starts at or after
-            // the earliest window still taking rows.
-            output.push(Message::Watermark(if window.is_end {
-                window.spec.earliest_open_end(horizon)
-            } else {
-                window.spec.earliest_open_start(horizon)
-            }));
+        }
+        // Results are final (up to the allowed lateness), so the output
+        // has a watermark: every later row's window starts at or after
+        // the earliest window still taking rows.
+        if self.emit == EmitMode::OnWindowClose || self.forwards_watermark {
+            let watermark = change_watermark(Some(&window), watermark_ns, horizon);
+            output.push(Message::Watermark(watermark));
         }
         self.drop_expired(horizon);
         Ok(())

@@ -27,10 +27,10 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::calls::{evaluate_arguments, push_changes, AggregateCall, Arguments};
 use super::state::{checkpointed_bins, BinChanges};
 use super::updating_bin::{BinBatch, UpdatingBin, UpdatingShape};
-use super::{late_row, window_ends, LateHandling, WindowGroup, UNWINDOWED};
+use super::{change_watermark, late_row, window_ends, LateHandling, WindowGroup, UNWINDOWED};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
-use crate::stream::message::Chunk;
+use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
 
 /// The most a write group's undo may hold (bins it closed, groups as they
@@ -50,6 +50,9 @@ pub struct UpdatingAggregateOperator {
     bin_changes: BinChanges,
     undo: Undo,
     undo_limit_bytes: usize,
+    /// Puts out a watermark its changes keep to (for a join that forgets
+    /// rows by it): see `change_watermark`.
+    forwards_watermark: bool,
 }
 
 /// What the write group running now did to the bins.
@@ -95,7 +98,15 @@ impl UpdatingAggregateOperator {
             bin_changes: BinChanges::default(),
             undo: Undo::default(),
             undo_limit_bytes: UNDO_BYTES,
+            forwards_watermark: false,
         })
+    }
+
+    /// It puts out a watermark on its window column, or on its group
+    /// column that is its input's watermark column.
+    pub fn forwarding_watermark(mut self, forwards: bool) -> Self {
+        self.forwards_watermark = forwards;
+        self
     }
 
     /// Sets how much a write group's undo may hold (tests).
@@ -297,11 +308,15 @@ impl Operator for UpdatingAggregateOperator {
         &mut self,
         watermark_ns: i64,
         _context: Context,
-        _output: &mut Output,
+        output: &mut Output,
     ) -> Result<()> {
+        let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
         if self.window.is_some() {
-            let horizon = watermark_ns.saturating_sub(self.late.policy.allowed_lateness_ns());
             self.drop_expired(horizon);
+        }
+        if self.forwards_watermark {
+            let watermark = change_watermark(self.window.as_ref(), watermark_ns, horizon);
+            output.push(Message::Watermark(watermark));
         }
         Ok(())
     }

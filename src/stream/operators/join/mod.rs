@@ -328,7 +328,9 @@ impl JoinOperator {
                     Some(ends) if ends.is_valid(index) => {
                         let end = ends.value(index);
                         let matchable = other_watermark.is_none_or(|watermark| end >= watermark);
-                        if matchable {
+                        // A retraction's row has its entry from when it came
+                        // (an entry outliving its row forgets nothing).
+                        if matchable && diff > 0 {
                             this.remember_end(end, row.as_ref());
                         }
                         matchable
