@@ -379,14 +379,16 @@ impl JoinOperator {
     }
 
     /// Undoes the failed write group: both sides' rows and deadlines, and
-    /// the watermarks. Always possible.
+    /// the watermarks. False when a side's undo was given up (the group
+    /// changed too much): the view is rebuilt from its checkpoint.
     pub fn rollback(&mut self) -> Result<bool> {
-        self.sides.iter_mut().for_each(JoinSide::rollback);
+        let undone = self.sides.iter_mut().map(JoinSide::rollback);
+        let undone = undone.fold(true, |all, side| all && side);
         if let Some((watermarks, emitted)) = self.watermarks_before.take() {
             self.watermarks = watermarks;
             self.emitted_watermark = emitted;
         }
-        Ok(true)
+        Ok(undone)
     }
 }
 

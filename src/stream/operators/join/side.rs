@@ -42,9 +42,12 @@ pub struct JoinSide {
     row_converter: RowConverter,
     schema: SchemaRef,
     groups: HashMap<Box<[u8]>, KeyGroup>,
-    /// Rows whose multiplicity changed since the last checkpoint, with
-    /// their key.
-    changed: HashMap<Box<[u8]>, Box<[u8]>>,
+    /// Rows whose multiplicity differs from the last checkpoint's, with
+    /// their key and the multiplicity the checkpoint has. A row that comes
+    /// and goes between two checkpoints leaves no entry: a COPY of
+    /// millions of rows through a join that forgets rows is one write
+    /// group, with no checkpoint in it.
+    changed: HashMap<Box<[u8]>, (Box<[u8]>, i64)>,
     bytes: usize,
     /// The checkpoint entries of this side start with it.
     state_prefix: Vec<u8>,
@@ -220,8 +223,13 @@ impl JoinSide {
     }
 
     /// The write group failed: every change it made is taken back, last
-    /// first, and the deadline entries it took out are put back.
-    pub fn rollback(&mut self) {
+    /// first, and the deadline entries it took out are put back. False if
+    /// the group changed too much to keep its undo: the caller rebuilds.
+    pub fn rollback(&mut self) -> bool {
+        if self.undo.given_up() {
+            self.undo.clear();
+            return false;
+        }
         let undo = std::mem::take(&mut self.undo);
         for (key, row, diff) in undo.changes_last_first() {
             self.apply(key, row, -diff);
@@ -237,6 +245,14 @@ impl JoinSide {
             }
         }
         self.undo.clear();
+        true
+    }
+
+    /// Sets how much a write group's undo may hold (tests).
+    #[cfg(test)]
+    pub fn with_undo_limit(mut self, bytes: usize) -> Self {
+        self.undo = SideUndo::with_limit(bytes);
+        self
     }
 
     /// Removes every copy of `due` rows (each listed row's deadline entry
@@ -330,8 +346,20 @@ impl JoinSide {
             self.groups.remove(key);
             self.bytes -= key.len() + GROUP_OVERHEAD_BYTES;
         }
-        if !self.changed.contains_key(row) {
-            self.changed.insert(row.into(), key.into());
+        self.note_changed(key, row, count - diff, count);
+    }
+
+    /// Notes that `row` went from `before` copies to `after`.
+    fn note_changed(&mut self, key: &[u8], row: &[u8], before: i64, after: i64) {
+        match self.changed.get(row) {
+            Some((_, checkpointed)) if *checkpointed == after => {
+                self.changed.remove(row);
+            }
+            Some(_) => {}
+            None if before != after => {
+                self.changed.insert(row.into(), (key.into(), before));
+            }
+            None => {}
         }
     }
 
@@ -367,7 +395,7 @@ impl JoinSide {
     /// Writes the multiplicity of every row that changed (deleting rows
     /// that are gone).
     pub fn checkpoint(&mut self, state: &mut StateWriter) {
-        for (row, key) in self.changed.drain() {
+        for (row, (key, _)) in self.changed.drain() {
             let name = [self.state_prefix.as_slice(), &row].concat();
             let count = self.groups.get(&key).and_then(|group| group.rows.get(&row));
             match count {

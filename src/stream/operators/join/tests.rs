@@ -572,3 +572,51 @@ fn a_rolled_back_group_leaves_the_join_as_if_it_never_came() {
         assert_eq!(undone.watermarks, never.watermarks, "{kind:?}");
     }
 }
+
+/// A group past the undo limit keeps nothing: undoing it is refused (the
+/// view is rebuilt from its checkpoint), and the next group is undone again.
+#[test]
+fn a_group_past_the_undo_limit_is_refused_and_the_next_is_undone() {
+    let mut operator = join(JoinKind::Inner, false);
+    operator.sides = operator.sides.map(|side| side.with_undo_limit(256));
+    let rows: Vec<(Row, i64)> = (0..50).map(|i| ((Some(i % 5), i), 1)).collect();
+    operator
+        .on_message(0, changes("a", &rows), &mut Vec::new())
+        .unwrap();
+    assert!(!operator.rollback().unwrap(), "too much to undo");
+    operator.commit();
+    let before = operator.sides[0].stored();
+    operator
+        .on_message(0, changes("a", &[((Some(1), 99), 1)]), &mut Vec::new())
+        .unwrap();
+    assert!(operator.rollback().unwrap());
+    assert_eq!(operator.sides[0].stored(), before);
+}
+
+/// A row that comes and goes between two checkpoints writes nothing; one
+/// the last checkpoint has and that goes is deleted.
+#[test]
+fn rows_that_come_and_go_between_checkpoints_leave_nothing_to_write() {
+    let mut operator = join(JoinKind::Inner, false);
+    let entries = |operator: &mut JoinOperator| {
+        let mut batch = crate::state::WriteBatch::new();
+        operator.checkpoint(&mut StateWriter::new(b"j/".to_vec(), &mut batch));
+        batch.len()
+    };
+    operator
+        .on_message(0, changes("a", &[((Some(1), 10), 1)]), &mut Vec::new())
+        .unwrap();
+    assert_eq!(entries(&mut operator), 1);
+    let passing = [((Some(2), 20), 1), ((Some(2), 20), -1), ((Some(1), 10), 1)];
+    operator
+        .on_message(0, changes("a", &passing), &mut Vec::new())
+        .unwrap();
+    operator
+        .on_message(0, changes("a", &[((Some(1), 10), -1)]), &mut Vec::new())
+        .unwrap();
+    assert_eq!(entries(&mut operator), 0, "back as checkpointed");
+    operator
+        .on_message(0, changes("a", &[((Some(1), 10), -1)]), &mut Vec::new())
+        .unwrap();
+    assert_eq!(entries(&mut operator), 1, "a checkpointed row deleted");
+}
