@@ -382,8 +382,9 @@ impl JoinOperator {
     /// the watermarks. False when a side's undo was given up (the group
     /// changed too much): the view is rebuilt from its checkpoint.
     pub fn rollback(&mut self) -> Result<bool> {
-        let undone = self.sides.iter_mut().map(JoinSide::rollback);
-        let undone = undone.fold(true, |all, side| all && side);
+        // Both sides, whatever the first says.
+        let [left, right] = &mut self.sides;
+        let undone = left.rollback() & right.rollback();
         if let Some((watermarks, emitted)) = self.watermarks_before.take() {
             self.watermarks = watermarks;
             self.emitted_watermark = emitted;

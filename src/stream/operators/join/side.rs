@@ -20,6 +20,9 @@ use crate::error::Result;
 use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use crate::stream::message::Chunk;
 
+/// Row -> (its key, its multiplicity in the last checkpoint).
+type ChangedRows = HashMap<Box<[u8]>, (Box<[u8]>, i64)>;
+
 /// The rows of one key, each with its multiplicity.
 #[derive(Debug, Default)]
 pub struct KeyGroup {
@@ -47,7 +50,7 @@ pub struct JoinSide {
     /// and goes between two checkpoints leaves no entry: a COPY of
     /// millions of rows through a join that forgets rows is one write
     /// group, with no checkpoint in it.
-    changed: HashMap<Box<[u8]>, (Box<[u8]>, i64)>,
+    changed: ChangedRows,
     bytes: usize,
     /// The checkpoint entries of this side start with it.
     state_prefix: Vec<u8>,
