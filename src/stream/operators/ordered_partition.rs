@@ -31,13 +31,20 @@ pub struct Partitions {
 }
 
 /// Changes to the partitions as (partition key, entry, diff), in one byte
-/// buffer (no allocation per row), to undo a failed write group.
+/// buffer (no allocation per row), to undo a failed write group. Bounded
+/// (`UNDO_BYTES`, as the aggregates' and the join's): a group past it (a
+/// COPY of millions of rows) keeps nothing more, and if it fails the view
+/// is rebuilt from its checkpoint.
 #[derive(Debug, Default)]
 struct ChangeLog {
     bytes: Vec<u8>,
     /// Per change: the key's, ORDER BY key's and row's lengths, the diff.
     changes: Vec<([u32; 3], i64)>,
+    given_up: bool,
 }
+
+/// The most a write group's change log may hold.
+const UNDO_BYTES: usize = 64 << 20;
 
 /// Equal when they hold the same rows and changes to checkpoint (what a
 /// group could still undo is not part of it).
@@ -52,11 +59,20 @@ impl Partitions {
     /// (call it for every change the group makes).
     pub fn note(&mut self, key: &[u8], (order, row): &Entry, diff: i64) {
         let log = &mut self.undo;
+        if log.given_up {
+            return;
+        }
         for part in [key, order, row] {
             log.bytes.extend_from_slice(part);
         }
         let lengths = [key.len() as u32, order.len() as u32, row.len() as u32];
         log.changes.push((lengths, diff));
+        if log.bytes.len() + log.changes.len() * 24 > UNDO_BYTES {
+            self.undo = ChangeLog {
+                given_up: true,
+                ..ChangeLog::default()
+            };
+        }
     }
 
     /// Adds `diff` copies of `entry` to partition `key`, noted.
@@ -99,12 +115,17 @@ impl Partitions {
         }
         self.undo.bytes.clear();
         self.undo.changes.clear();
+        self.undo.given_up = false;
     }
 
     /// The write group failed: its changes are taken back, last first
-    /// (partitions it emptied come back; those it made go).
-    pub fn rollback(&mut self) {
+    /// (partitions it emptied come back; those it made go). False if the
+    /// group outgrew its change log: the caller rebuilds the view.
+    pub fn rollback(&mut self) -> bool {
         let log = std::mem::take(&mut self.undo);
+        if log.given_up {
+            return false;
+        }
         let mut end = log.bytes.len();
         for ([key, order, row], diff) in log.changes.iter().rev() {
             let start = end - (*key + *order + *row) as usize;
@@ -118,6 +139,7 @@ impl Partitions {
             }
             self.changed.insert(key.into());
         }
+        true
     }
 
     /// Notes that partition `key` changed (or went).
@@ -308,8 +330,24 @@ mod tests {
         partitions.apply(b"r", entry(b"c", b"3"), 1);
         partitions.remove_entry(b"q", &entry(b"b", b"2"));
         partitions.apply(b"q", entry(b"d", b"4"), 3);
-        partitions.rollback();
+        assert!(partitions.rollback());
         assert_eq!(partitions.by_key, before);
+    }
+
+    #[test]
+    fn a_group_past_the_undo_bound_is_refused_and_the_next_is_undone() {
+        let mut partitions = Partitions::default();
+        let wide = vec![7u8; 4096];
+        for key in 0..(UNDO_BYTES / 4096 + 10) as u32 {
+            partitions.apply(&key.to_be_bytes(), entry(b"o", &wide), 1);
+        }
+        assert!(partitions.undo.given_up && partitions.undo.bytes.is_empty());
+        assert!(!partitions.rollback(), "too much to undo");
+        partitions.commit();
+        let before = partitions.by_key.len();
+        partitions.apply(b"new", entry(b"a", b"1"), 1);
+        assert!(partitions.rollback());
+        assert_eq!(partitions.by_key.len(), before);
     }
 
     #[test]

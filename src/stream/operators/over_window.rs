@@ -390,10 +390,10 @@ impl Operator for OverWindowOperator {
         self.partitions.commit();
     }
 
-    /// Its only state is the partitions, which take their changes back.
+    /// Its only state is the partitions, which take their changes back
+    /// (false: the group outgrew their log; the view is rebuilt).
     fn rollback(&mut self) -> Result<bool> {
-        self.partitions.rollback();
-        Ok(true)
+        Ok(self.partitions.rollback())
     }
 }
 

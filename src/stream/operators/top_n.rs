@@ -360,11 +360,11 @@ impl Operator for TopNOperator {
     /// The partitions take their changes back (those a window's end took
     /// out come back), and the windows' ends theirs.
     fn rollback(&mut self) -> Result<bool> {
-        self.partitions.rollback();
+        let undone = self.partitions.rollback();
         if let Some(ends) = self.ends.as_mut() {
             ends.rollback();
         }
-        Ok(true)
+        Ok(undone)
     }
 }
 
