@@ -222,6 +222,12 @@ const VIEWS: &[(&str, &str)] = &[
          FROM TUMBLE(events, at, INTERVAL '10' SECOND)) ranked WHERE rn <= 2",
     ),
     (
+        "first_per_owner",
+        "SELECT owner, id, balance FROM (SELECT *, \
+         ROW_NUMBER() OVER (PARTITION BY owner ORDER BY balance DESC NULLS LAST, id) AS rn \
+         FROM accounts) ranked WHERE rn <= 1",
+    ),
+    (
         "regions_listed",
         "SELECT string_agg(region, ',' ORDER BY region) AS regions, COUNT(*) AS n FROM owners",
     ),

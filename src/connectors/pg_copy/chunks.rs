@@ -83,44 +83,66 @@ impl CopyDecoder {
         self.decode_records().map(Some)
     }
 
-    /// Finds record ends in the bytes not scanned yet.
+    /// Finds record ends in the bytes not scanned yet, jumping from one
+    /// byte that matters (quote, escape, newline) to the next.
     fn scan(&mut self) {
         let csv = self.options.format == CopyFormat::Csv;
         let (quote, escape) = (self.options.quote as u8, self.options.escape as u8);
         let mut position = self.scanned;
         while position < self.buffer.len() {
-            let byte = self.buffer[position];
-            position += 1;
+            let rest = &self.buffer[position..];
             if csv && self.in_quotes {
                 if self.escaped {
+                    // The byte after an escape inside quotes is taken as is
+                    // when it is a quote or the escape itself.
                     self.escaped = false;
-                    if byte == quote || byte == escape {
+                    if rest[0] == quote || rest[0] == escape {
+                        position += 1;
                         continue;
                     }
                 }
+                let Some(found) = memchr::memchr2(quote, escape, rest) else {
+                    position = self.buffer.len();
+                    break;
+                };
+                let byte = rest[found];
+                position += found + 1;
                 if byte == escape && escape != quote {
                     self.escaped = true;
                 } else if byte == quote {
                     self.in_quotes = false;
                 }
-            } else if csv && byte == quote {
-                self.in_quotes = true;
-            } else if byte == b'\n' {
-                let line = &self.buffer[self.records_end..position - 1];
-                if line == b"\\." || line == b"\\.\r" {
-                    self.ended = true;
-                    self.buffer.truncate(position);
-                    break;
-                }
-                self.records_end = position;
+                continue;
             }
+            let found = match csv {
+                true => memchr::memchr2(quote, b'\n', rest),
+                false => memchr::memchr(b'\n', rest),
+            };
+            let Some(found) = found else {
+                position = self.buffer.len();
+                break;
+            };
+            position += found + 1;
+            if csv && rest[found] == quote {
+                self.in_quotes = true;
+                continue;
+            }
+            if is_end_line(&self.buffer[self.records_end..position - 1]) {
+                self.ended = true;
+                self.buffer.truncate(position);
+                break;
+            }
+            self.records_end = position;
         }
         self.scanned = position;
     }
 
     /// Decodes the complete records in the buffer and drops them from it.
     fn decode_records(&mut self) -> Result<RecordBatch> {
-        let records: Vec<u8> = self.buffer.drain(..self.records_end).collect();
+        // The records move out whole; only the partial record after them
+        // is copied.
+        let rest = self.buffer.split_off(self.records_end);
+        let records = std::mem::replace(&mut self.buffer, rest);
         self.scanned -= self.records_end.min(self.scanned);
         self.records_end = 0;
         let text = std::str::from_utf8(&records).map_err(|error| {
@@ -130,10 +152,15 @@ impl CopyDecoder {
             )
         })?;
         let first_line = self.lines_before + 1;
-        self.lines_before += records.iter().filter(|&&byte| byte == b'\n').count();
+        self.lines_before += memchr::memchr_iter(b'\n', &records).count();
         let skip_header = std::mem::take(&mut self.header_pending);
         decode_from_line(text, &self.options, &self.columns, first_line, skip_header)
     }
+}
+
+/// `\\.` alone on a line (its newline left out): the end of the data.
+fn is_end_line(line: &[u8]) -> bool {
+    matches!(line, [b'\\', b'.'] | [b'\\', b'.', b'\r'])
 }
 
 #[cfg(test)]
