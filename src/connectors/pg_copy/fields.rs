@@ -140,11 +140,13 @@ pub(super) fn split_csv(
 
 /// `\.` alone on a line: the end of the data.
 fn is_end_marker(rest: &[u8]) -> bool {
-    match rest {
-        [b'\\', b'.'] | [b'\\', b'.', b'\r'] | [b'\\', b'.', b'\n', ..] => true,
-        [b'\\', b'.', b'\r', b'\n', ..] => true,
-        _ => false,
-    }
+    matches!(
+        rest,
+        [b'\\', b'.']
+            | [b'\\', b'.', b'\r']
+            | [b'\\', b'.', b'\n', ..]
+            | [b'\\', b'.', b'\r', b'\n', ..]
+    )
 }
 
 impl Csv<'_> {

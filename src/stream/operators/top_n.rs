@@ -154,6 +154,13 @@ impl TopNOperator {
         let Some(partition) = self.partitions.by_key.get(key) else {
             return;
         };
+        // Each copy takes a position and a rank is at most its position:
+        // a partition with no more copies than the limit keeps them all
+        // (the common case: one row per partition, as in a dedup).
+        let copies: i64 = partition.values().map(|count| (*count).max(0)).sum();
+        if copies as u64 <= self.spec.limit {
+            return;
+        }
         let kept: HashSet<&[u8]> = self
             .ranked(partition)
             .into_iter()
@@ -175,6 +182,11 @@ impl TopNOperator {
         after: Vec<Ranked<'_>>,
         emitted: &mut Vec<(Box<[u8]>, u64, i64)>,
     ) {
+        if before.is_empty() {
+            // A new partition (or one that showed nothing): only insertions.
+            emitted.extend(after.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
+            return;
+        }
         let mut difference: HashMap<(Box<[u8]>, u64), i64> = HashMap::new();
         for (row, rank) in before {
             *difference.entry((row, rank)).or_default() -= 1;
