@@ -185,17 +185,9 @@ def comm(pid):
         return ""
 
 
-def run_child(args, scenario, check_dir=None):
-    command = [sys.executable, os.path.abspath(__file__), "--child", scenario,
-               "--csv", args.csv, "--parallelism", str(args.parallelism)]
-    if check_dir:
-        command += ["--check-dir", check_dir]
-    env = dict(os.environ)
-    if args.jvm_args:
-        env["JVM_ARGS"] = args.jvm_args
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
+def communicate_sampling_java(process):
+    """(stdout, stderr, each java descendant's peak RSS in kB by pid) of
+    `process`, sampled every 100 ms while it runs."""
     peaks = {}
 
     def sample():
@@ -209,6 +201,21 @@ def run_child(args, scenario, check_dir=None):
     sampler.start()
     out, err = process.communicate()
     sampler.join()
+    return out, err, peaks
+
+
+def run_child(args, scenario, check_dir=None):
+    command = [sys.executable, os.path.abspath(__file__), "--child", scenario,
+               "--csv", args.csv, "--parallelism", str(args.parallelism)]
+    if check_dir:
+        command += ["--check-dir", check_dir]
+    env = dict(os.environ)
+    if args.jvm_args:
+        env["JVM_ARGS"] = args.jvm_args
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    out, err, peaks = communicate_sampling_java(process)
     total_s = time.monotonic() - started
     if process.returncode != 0:
         raise RuntimeError(f"{scenario} failed ({process.returncode}):\n{err[-4000:]}")

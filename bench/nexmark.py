@@ -42,7 +42,6 @@ import random
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 
@@ -346,26 +345,14 @@ def flink_child(args):
 
 
 def run_flink(args, name, data_dir, collect=False):
-    from flink_windows import comm, descendants, status_kb
+    from flink_windows import communicate_sampling_java
 
     command = [args.flink_python, os.path.abspath(__file__), "--child", name,
                "--data-dir", data_dir, "--parallelism", str(args.flink_parallelism)]
     if collect:
         command.append("--collect")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peaks = {}
-
-    def sample():
-        while process.poll() is None:
-            for pid in descendants(process.pid):
-                if comm(pid) == "java":
-                    peaks[pid] = max(peaks.get(pid, 0), status_kb(pid, "VmHWM"))
-            time.sleep(0.1)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = process.communicate()
-    sampler.join()
+    out, err, peaks = communicate_sampling_java(process)
     if process.returncode != 0:
         lines = [line for line in err.splitlines() if "Exception" in line or "Error" in line]
         return {"error": (lines[-1] if lines else err[-300:]).strip()[:300]}
