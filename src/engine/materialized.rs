@@ -391,12 +391,12 @@ fn without_timestamp_differences(state: SessionState) -> SessionState {
 }
 
 /// A view that never retracts a row keeps its rows as a log; one whose
-/// rows are a GROUP BY's, by key.
+/// rows have a key (a GROUP BY's), by key; any other, counted.
 fn row_layout(plan: &StreamPlan) -> RowLayout {
     match &plan.key {
         _ if !plan.output.updating => RowLayout::Log,
         Some(columns) => RowLayout::Keyed(columns.clone()),
-        None => RowLayout::Multiset,
+        None => RowLayout::Counted,
     }
 }
 

@@ -16,7 +16,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::HashMap;
 
-use super::runs::{self, Entry, Merge, Run, RunCursor, RunList, Source};
+use super::runs::{self, Combine, Entry, Merge, Run, RunCursor, RunList, Source};
 use super::{encode_head, view_head_key, ViewHead, ViewResult};
 use crate::error::{Result, WeirError};
 use crate::state::{StateStore, WriteBatch};
@@ -26,9 +26,9 @@ use crate::stream::message::Chunk;
 /// they are written as a run of their own (read back only by queries
 /// after the commit), so memory holds a bounded part of a big statement.
 /// (A few kB in unit tests, so that they cover it.)
-const STAGED_BYTES: usize = if cfg!(test) { 4 << 10 } else { 64 << 20 };
+pub(super) const STAGED_BYTES: usize = if cfg!(test) { 4 << 10 } else { 64 << 20 };
 /// Per staged key, beyond its bytes: the map entry and vectors' headers.
-const STAGED_ENTRY_BYTES: usize = 80;
+pub(super) const STAGED_ENTRY_BYTES: usize = 80;
 
 /// The row-format converter of a keyed view's key columns.
 pub(super) fn key_converter(schema: &SchemaRef, columns: &[usize]) -> Result<RowConverter> {
@@ -55,20 +55,24 @@ pub(super) struct KeyedRuns {
 }
 
 impl KeyedRuns {
-    /// The runs `head` lists. A head with a statement pending was left by
-    /// a crash during a big statement: runs it wrote that the head does
-    /// not list are retired (deleted by the next commit).
+    /// The runs `head` lists, and those it lists as retired (deleted by
+    /// the next commit). A head with a statement pending was left by a
+    /// crash during a big statement: runs it wrote that the head does not
+    /// list are retired too.
     pub fn open(store: &dyn StateStore, view_id: u64, head: &ViewHead) -> Result<Self> {
         let committed: Vec<Arc<Run>> = head.runs.iter().cloned().map(Arc::new).collect();
+        // Nothing reads the runs merged away before the restart.
+        let retired = head.retired.iter().cloned().map(Arc::new).collect();
         let mut runs = KeyedRuns {
             committed: Arc::new(committed),
             next_run: head.next_run,
-            retired: Vec::new(),
+            retired,
         };
-        if head.pending.is_some() && matches!(head.layout, super::RowLayout::Keyed(_)) {
+        if head.pending.is_some() && head.layout.has_runs() {
             for id in runs::stored_run_ids(store, view_id)? {
                 runs.next_run = runs.next_run.max(id + 1);
-                if !head.runs.iter().any(|run| run.id == id) {
+                let listed = head.runs.iter().chain(&head.retired);
+                if !listed.into_iter().any(|run| run.id == id) {
                     let orphan = Run {
                         id,
                         pages: 0,
@@ -82,20 +86,22 @@ impl KeyedRuns {
     }
 }
 
-/// A statement's changes to a keyed view.
+/// A statement's changes to a keyed (or counted) view.
 #[derive(Default)]
 pub(super) struct KeyedStaged {
     /// Each changed key's row (None: deleted) as the statement left it;
     /// sorted once, when written (`sorted_changes`).
     changes: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    bytes: usize,
+    /// A counted view's changes: each changed row's count change.
+    pub(super) counts: HashMap<Vec<u8>, i64>,
+    pub(super) bytes: usize,
     /// Runs the statement wrote already (oldest first).
-    runs: Vec<Arc<Run>>,
+    pub(super) runs: Vec<Arc<Run>>,
     /// How many of them are in the store (spilled by the dataflow), so
     /// that a merge may read them.
     runs_in_store: usize,
     /// The run list its commit publishes, and the runs merged away.
-    sealed: Option<(RunList, Vec<Arc<Run>>)>,
+    pub(super) sealed: Option<(RunList, Vec<Arc<Run>>)>,
     /// Retired runs its commit deletes.
     deleting: Vec<Arc<Run>>,
 }
@@ -148,6 +154,29 @@ fn sorted_changes(changes: HashMap<Vec<u8>, Option<Vec<u8>>>) -> Vec<Entry> {
     let mut entries: Vec<Entry> = changes.into_iter().collect();
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     entries
+}
+
+impl KeyedStaged {
+    /// The staged changes as a run's entries, in key order, emptied (a
+    /// counted view's rows whose changes cancelled are left out).
+    fn take_sorted(&mut self) -> Vec<Entry> {
+        self.bytes = 0;
+        if self.counts.is_empty() {
+            return sorted_changes(std::mem::take(&mut self.changes));
+        }
+        let counts = std::mem::take(&mut self.counts).into_iter();
+        let mut entries: Vec<Entry> = counts
+            .filter(|(_, count)| *count != 0)
+            .map(|(row, count)| (row, Some(runs::encode_count(count))))
+            .collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries
+    }
+
+    /// How many keys (or rows) the statement changed so far.
+    fn staged_keys(&self) -> usize {
+        self.changes.len() + self.counts.len()
+    }
 }
 
 impl ViewResult {
@@ -210,11 +239,22 @@ impl ViewResult {
     }
 
     /// Writes the staged changes as a new run, emptying them.
-    fn write_staged(&self, keyed: &mut KeyedStaged, writes: &mut WriteBatch) -> Result<Run> {
+    pub(super) fn write_staged(
+        &self,
+        keyed: &mut KeyedStaged,
+        writes: &mut WriteBatch,
+    ) -> Result<Run> {
         let id = self.allocate_run();
-        let changes = sorted_changes(std::mem::take(&mut keyed.changes));
-        keyed.bytes = 0;
+        let changes = keyed.take_sorted();
         runs::write_run(self.id, id, changes.into_iter().map(Ok), writes)
+    }
+
+    /// How a merge combines a key's entries in this view's runs.
+    fn combine(&self) -> Combine {
+        match self.layout {
+            super::RowLayout::Counted => Combine::Sum,
+            _ => Combine::Newest,
+        }
     }
 
     fn allocate_run(&self) -> u64 {
@@ -232,6 +272,12 @@ impl ViewResult {
     pub(super) fn committed_runs(&self) -> Vec<Run> {
         let committed = self.keyed_runs().committed.clone();
         committed.iter().map(|run| (**run).clone()).collect()
+    }
+
+    /// The runs waiting to be deleted, as a head lists them.
+    pub(super) fn retired_runs(&self) -> Vec<Run> {
+        let runs = self.keyed_runs();
+        runs.retired.iter().map(|run| (**run).clone()).collect()
     }
 
     pub(super) fn keyed_runs(&self) -> std::sync::MutexGuard<'_, KeyedRuns> {
@@ -255,7 +301,7 @@ impl ViewResult {
         // The newest runs join the new one when they are small next to it
         // (or when there are too many) — those the statement wrote too,
         // once they are readable.
-        let new = keyed.changes.len() as u64;
+        let new = keyed.staged_keys() as u64;
         let taken = match keyed.runs_in_store == keyed.runs.len() {
             true => runs::runs_to_merge(&list, new),
             false => 0,
@@ -263,27 +309,28 @@ impl ViewResult {
         if new > 0 || taken > 0 {
             merged_away = list.split_off(list.len() - taken);
             let id = self.allocate_run();
-            let changes = sorted_changes(std::mem::take(&mut keyed.changes));
-            let mut sources = vec![Source::memory(changes)];
+            let mut sources = vec![Source::memory(keyed.take_sorted())];
             for run in merged_away.iter().rev() {
                 let cursor = RunCursor::new(self.store.clone(), self.id, run.clone());
                 sources.push(Source::Run(cursor));
             }
-            let merge = Merge::new(sources, list.is_empty());
+            let merge = Merge::new(sources, list.is_empty(), self.combine());
             list.push(Arc::new(runs::write_run(self.id, id, merge, &mut writes)?));
-            keyed.bytes = 0;
         }
         list.retain(|run| run.entries > 0);
+        staged.keyed.deleting = self.delete_unread_runs(&mut writes);
+        let mut retired = self.retired_runs();
+        retired.extend(merged_away.iter().map(|run| (**run).clone()));
         let head = ViewHead {
             layout: self.layout.clone(),
             epoch: staged.epoch,
             rows: self.total_rows.load(Ordering::Acquire) + staged.total,
             runs: list.iter().map(|run| (**run).clone()).collect(),
             next_run: self.keyed_runs().next_run,
+            retired,
             ..ViewHead::default()
         };
         writes.put(view_head_key(self.id), encode_head(&head)?);
-        staged.keyed.deleting = self.delete_unread_runs(&mut writes);
         staged.keyed.sealed = Some((Arc::new(list), merged_away));
         Ok(writes)
     }

@@ -2,16 +2,19 @@
 //! layouts chosen when the view is created and kept in its head. A view
 //! that only ever adds rows keeps an append-only log of Arrow batches
 //! (`log`); a GROUP BY view whose rows are updated keeps them by key in
-//! sorted runs (`keyed`, `runs`); any other keeps a multiset (row ->
-//! count), one entry per distinct row keyed by the row in Arrow's row
-//! format (`multiset`). None is held in memory beyond a statement's
-//! changes: a query streams the rows from the store. For the multiset each
+//! sorted runs (`keyed`, `runs`); any other keeps its distinct rows with
+//! their counts, as sorted runs of count changes (`counted`). Views created
+//! before the counted layout keep a multiset (row -> count), one entry per
+//! distinct row keyed by the row in Arrow's row format (`multiset`). None
+//! is held in memory beyond a statement's changes: a query streams the
+//! rows from the store. For the multiset each
 //! commit is an epoch; a stored row keeps its count per epoch while a
 //! reader may need it (`versions`), so a query sees exactly one commit's
 //! rows; a log reader reads the entries committed when it started, a keyed
 //! reader the runs committed then. The state envelope's format version pins
 //! the row encoding (docs/decisions.md). `provider` is the DataFusion face.
 
+mod counted;
 mod feed;
 mod keyed;
 mod log;
@@ -198,7 +201,8 @@ impl Drop for ReadGuard {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RowLayout {
-    /// Row -> count, for views whose rows are retracted.
+    /// Row -> count versions, one entry per row: views whose rows are
+    /// retracted, created before the counted layout.
     #[default]
     Multiset,
     /// Batches in emit order, for views that only add rows.
@@ -207,6 +211,9 @@ pub enum RowLayout {
     /// these columns (a GROUP BY's), each key's change one retraction and
     /// one insertion: one stored entry per key (`keyed`).
     Keyed(Vec<usize>),
+    /// Row -> count as sorted runs of count changes, for views whose rows
+    /// are retracted and have no key (`counted`).
+    Counted,
 }
 
 impl RowLayout {
@@ -216,7 +223,13 @@ impl RowLayout {
             RowLayout::Multiset => "multiset",
             RowLayout::Log => "log",
             RowLayout::Keyed(_) => "keyed",
+            RowLayout::Counted => "counted",
         }
+    }
+
+    /// Whether the rows are kept as sorted runs (`runs`).
+    pub fn has_runs(&self) -> bool {
+        matches!(self, RowLayout::Keyed(_) | RowLayout::Counted)
     }
 
     /// Whether the view's rows can be retracted.
@@ -254,6 +267,10 @@ struct ViewHead {
     /// The keyed layout's next run id.
     #[serde(default)]
     next_run: u64,
+    /// Runs merged away and not yet deleted (readers held them): the next
+    /// commit after a restart deletes them.
+    #[serde(default)]
+    retired: Vec<runs::Run>,
 }
 
 impl fmt::Debug for ViewResult {
@@ -360,6 +377,7 @@ impl ViewResult {
     pub fn head_write(&self) -> Result<WriteBatch> {
         let state = self.readers.lock();
         let position = self.log_position();
+        let retired = self.retired_runs();
         let head = ViewHead {
             layout: self.layout.clone(),
             entries: position.entries,
@@ -370,6 +388,7 @@ impl ViewResult {
             pending: None,
             runs: self.committed_runs(),
             next_run: self.keyed_runs().next_run,
+            retired,
         };
         let mut writes = WriteBatch::new();
         writes.put(view_head_key(self.id), encode_head(&head)?);
@@ -395,6 +414,7 @@ impl ViewResult {
             RowLayout::Multiset => self.apply_multiset(chunk)?,
             RowLayout::Log => self.apply_log(chunk)?,
             RowLayout::Keyed(columns) => self.apply_keyed(chunk, columns)?,
+            RowLayout::Counted => self.apply_counted(chunk)?,
         };
         for outbox in self.outboxes().iter() {
             writes.extend(outbox.stage(chunk)?);
@@ -442,6 +462,7 @@ impl ViewResult {
         }
         staged.reserved = true;
         let state = self.readers.lock();
+        let retired = self.retired_runs();
         let head = ViewHead {
             layout: self.layout.clone(),
             epoch: state.committed,
@@ -452,6 +473,7 @@ impl ViewResult {
             // Found on open, `pending` says runs from this id on may be in
             // the store, left by a statement a crash ended.
             next_run: self.keyed_runs().next_run,
+            retired,
             ..ViewHead::default()
         };
         let mut writes = WriteBatch::new();
@@ -471,7 +493,7 @@ impl ViewResult {
             .fetch_add(taken.changes, Ordering::Relaxed);
         match self.layout {
             RowLayout::Multiset => self.readers.lock().committed = taken.epoch,
-            RowLayout::Keyed(_) => {
+            RowLayout::Keyed(_) | RowLayout::Counted => {
                 self.readers.lock().committed = taken.epoch;
                 self.publish_keyed(taken);
             }
@@ -496,7 +518,7 @@ impl ViewResult {
             aborted.push(taken.epoch);
             state.aborted = Arc::new(aborted);
         }
-        if matches!(self.layout, RowLayout::Keyed(_)) {
+        if self.layout.has_runs() {
             self.discard_keyed(taken);
         }
         self.admit_waiting_subscribers();
@@ -630,7 +652,7 @@ impl ViewSink for ViewResult {
 
     fn seal(&self) -> Result<WriteBatch> {
         match self.layout {
-            RowLayout::Keyed(_) => self.seal_keyed(),
+            RowLayout::Keyed(_) | RowLayout::Counted => self.seal_keyed(),
             _ => Ok(WriteBatch::new()),
         }
     }

@@ -1,10 +1,12 @@
-//! Sorted runs: how a keyed view keeps its rows (`keyed`). A run is a
-//! commit's changes (or a merge of several runs) sorted by key, written
-//! once in pages of `PAGE_ENTRIES` and never changed; an entry is a key
-//! and its row, or no row where the key was deleted. A key's row is its
-//! entry in the newest run that has one. Reading merges the runs page by
-//! page; merging the newest runs together keeps them few (an LSM tree of
-//! Arrow row-format pages over the store).
+//! Sorted runs: how a keyed or counted view keeps its rows (`keyed`). A
+//! run is a commit's changes (or a merge of several runs) sorted by key,
+//! written once in pages of `PAGE_ENTRIES` and never changed. In a keyed
+//! view an entry is a key and its row, or no row where the key was
+//! deleted, and a key's row is its entry in the newest run that has one;
+//! in a counted view an entry is a row and a change of its count, and a
+//! row's count is the sum of its entries (`Combine`). Reading merges the
+//! runs page by page; merging the newest runs together keeps them few (an
+//! LSM tree of Arrow row-format pages over the store).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -226,18 +228,45 @@ impl Source {
     }
 }
 
-/// The entries of several sources in key order, each key once, from the
-/// newest source that has it; deleted keys are left out when `complete`
-/// (nothing older is left to hide).
+/// How a merge makes one entry of a key's entries in several sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// The newest source's entry (a keyed view: key -> row).
+    Newest,
+    /// The sum of the entries' counts (a counted view: row -> count
+    /// change, `encode_count`); a key whose changes cancel is left out.
+    Sum,
+}
+
+/// A count change as a counted run's entry holds it.
+pub fn encode_count(count: i64) -> Vec<u8> {
+    count.to_le_bytes().to_vec()
+}
+
+/// A counted run's entry's count change.
+pub fn decode_count(value: Option<&[u8]>) -> Result<i64> {
+    let bytes = value.and_then(|bytes| <[u8; 8]>::try_from(bytes).ok());
+    let bytes = bytes.ok_or_else(|| malformed("a counted view's entry"))?;
+    Ok(i64::from_le_bytes(bytes))
+}
+
+/// The entries of several sources in key order, each key once: from the
+/// newest source that has it (deleted keys left out when `complete`:
+/// nothing older is left to hide), or summed (`Combine`).
 pub struct Merge {
     /// Newest first.
     sources: Vec<Source>,
     complete: bool,
+    combine: Combine,
 }
 
 impl Merge {
-    pub fn new(sources: Vec<Source>, complete: bool) -> Self {
-        Merge { sources, complete }
+    pub fn new(sources: Vec<Source>, complete: bool, combine: Combine) -> Self {
+        Merge {
+            sources,
+            complete,
+            combine,
+        }
     }
 
     fn next_entry(&mut self) -> Result<Option<Entry>> {
@@ -258,14 +287,28 @@ impl Merge {
                 return Ok(None);
             };
             let entry = self.sources[newest].pop();
+            let mut sum = match self.combine {
+                Combine::Sum => decode_count(entry.as_ref().and_then(|e| e.1.as_deref()))?,
+                Combine::Newest => 0,
+            };
             for source in &mut self.sources[newest + 1..] {
                 if source.peek_key()? == Some(key.as_slice()) {
-                    source.pop();
+                    let older = source.pop();
+                    if self.combine == Combine::Sum {
+                        sum += decode_count(older.as_ref().and_then(|e| e.1.as_deref()))?;
+                    }
                 }
             }
-            match entry {
-                Some((_, None)) if self.complete => continue,
-                entry => return Ok(entry),
+            match (self.combine, entry) {
+                (Combine::Sum, _) if sum == 0 => continue,
+                (Combine::Sum, _) if sum < 0 && self.complete => {
+                    return Err(WeirError::internal(
+                        "a counted materialized view would hold a row fewer than zero times",
+                    ))
+                }
+                (Combine::Sum, _) => return Ok(Some((key, Some(encode_count(sum))))),
+                (Combine::Newest, Some((_, None))) if self.complete => continue,
+                (Combine::Newest, entry) => return Ok(entry),
             }
         }
     }
@@ -340,7 +383,9 @@ mod tests {
             let cursor = RunCursor::new(store.clone(), 1, Arc::new(old_run.clone()));
             let newer = newer.clone().into_iter().collect();
             let sources = vec![Source::memory(newer), Source::Run(cursor)];
-            Merge::new(sources, complete).map(text).collect::<Vec<_>>()
+            Merge::new(sources, complete, Combine::Newest)
+                .map(text)
+                .collect::<Vec<_>>()
         };
         let complete = merge(true);
         assert_eq!(complete.len(), 10_000);

@@ -14,7 +14,7 @@ use datafusion::physical_plan::streaming::PartitionStream;
 
 use super::keyed::KeyedRuns;
 use super::log::{LogBatches, LogPosition};
-use super::runs::{Merge, RunCursor, Source};
+use super::runs::{decode_count, Combine, Merge, RunCursor, Source};
 use super::versions::Versions;
 use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, RowLayout, ViewResult};
 use crate::error::Result;
@@ -69,7 +69,7 @@ impl ViewRows {
     pub fn read(&self) -> Result<RowBatches> {
         Ok(match self.layout {
             RowLayout::Multiset => RowBatches::Multiset(self.read_multiset()?),
-            RowLayout::Keyed(_) => RowBatches::Multiset(self.read_keyed()?),
+            RowLayout::Keyed(_) | RowLayout::Counted => RowBatches::Multiset(self.read_runs()?),
             RowLayout::Log => RowBatches::Log(LogBatches::new(
                 &self.store,
                 self.view_id,
@@ -79,8 +79,9 @@ impl ViewRows {
         })
     }
 
-    /// A keyed view's rows: its committed runs merged, in key order.
-    fn read_keyed(&self) -> Result<MultisetBatches> {
+    /// A keyed or counted view's rows: its committed runs merged, in key
+    /// (row) order.
+    fn read_runs(&self) -> Result<MultisetBatches> {
         let guard = self.readers.begin();
         let list = self
             .runs
@@ -100,7 +101,14 @@ impl ViewRows {
             })
             .collect();
         // Each cursor holds its run, so its pages stay while it reads.
-        let rows = Merge::new(sources, true).map(|entry| {
+        if self.layout == RowLayout::Counted {
+            let rows = Merge::new(sources, true, Combine::Sum).map(|entry| {
+                let (row, count) = entry?;
+                Ok((row, 0, decode_count(count.as_deref())?.max(0) as usize))
+            });
+            return self.batches(guard, Box::new(rows));
+        }
+        let rows = Merge::new(sources, true, Combine::Newest).map(|entry| {
             let (_, row) = entry?;
             Ok((row.unwrap_or_default(), 0, 1))
         });
