@@ -351,7 +351,7 @@ impl Operator for OverWindowOperator {
             if changes.is_empty() {
                 continue;
             }
-            let mut partition = self.partitions.by_key.remove(key).unwrap_or_default();
+            let mut partition = self.partitions.checkout(key);
             let spans = self.spans(&partition, &changes);
             self.results(&partition, &spans, -1, &mut difference)?;
             for (entry, diff) in changes {
@@ -359,10 +359,7 @@ impl Operator for OverWindowOperator {
                 apply(&mut partition, entry, diff);
             }
             self.results(&partition, &spans, 1, &mut difference)?;
-            self.partitions.touch(key);
-            if !partition.is_empty() {
-                self.partitions.by_key.insert(key.into(), partition);
-            }
+            self.partitions.checkin(key, partition);
         }
         self.emit(difference, output)
     }

@@ -27,7 +27,7 @@ use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::operators::ordered_partition::{
-    key_of, keys, touched, Entry, Partition, Partitions,
+    apply, in_place, key_of, keys, touched, Entry, EntryRef, Partition, Partitions,
 };
 use crate::stream::operators::top_n_windows::PartitionEnds;
 pub use crate::stream::operators::top_n_windows::PartitionWindow;
@@ -115,45 +115,44 @@ impl TopNOperator {
         })
     }
 
-    /// The partition's rows ranked within the limit, best first.
-    fn ranked<'a>(&self, partition: &'a Partition) -> Vec<Ranked<'a>> {
+    /// The rows of `entries` (a partition's, in order) ranked within the
+    /// limit, best first.
+    fn ranked<'a>(&self, entries: impl Iterator<Item = EntryRef<'a>>) -> Vec<Ranked<'a>> {
         let mut ranked = Vec::new();
         let (mut position, mut distinct) = (0u64, 0u64);
         let mut previous: Option<(&[u8], u64)> = None;
-        for ((order, row), count) in partition {
-            for _ in 0..(*count).max(0) {
+        for (order, row, count) in entries {
+            for _ in 0..count.max(0) {
                 position += 1;
                 let rank = match (self.spec.kind, previous) {
                     (RankKind::RowNumber, _) => position,
-                    (_, Some((key, rank))) if key == &**order => rank,
+                    (_, Some((key, rank))) if key == order => rank,
                     (RankKind::Rank, _) => position,
                     (RankKind::DenseRank, _) => distinct + 1,
                 };
-                if previous.is_none_or(|(key, _)| key != &**order) {
+                if previous.is_none_or(|(key, _)| key != order) {
                     distinct += 1;
                 }
                 if rank > self.spec.limit {
                     return ranked;
                 }
                 previous = Some((order, rank));
-                ranked.push((&**row, rank));
+                ranked.push((row, rank));
             }
         }
         ranked
     }
 
     /// The ranked rows shown: past the offset.
-    fn shown<'a>(&self, partition: &'a Partition) -> Vec<Ranked<'a>> {
-        let mut ranked = self.ranked(partition);
+    fn shown<'a>(&self, entries: impl Iterator<Item = EntryRef<'a>>) -> Vec<Ranked<'a>> {
+        let mut ranked = self.ranked(entries);
         ranked.retain(|&(_, rank)| rank > self.spec.offset);
         ranked
     }
 
-    /// Drops the rows ranked past the limit (input that never retracts).
-    fn prune(&mut self, key: &[u8]) {
-        let Some(partition) = self.partitions.by_key.get(key) else {
-            return;
-        };
+    /// Drops the rows of `partition` ranked past the limit (input that
+    /// never retracts), noted under `key`.
+    fn prune(&mut self, key: &[u8], partition: &mut Partition) {
         // Each copy takes a position and a rank is at most its position:
         // a partition with no more copies than the limit keeps them all
         // (the common case: one row per partition, as in a dedup).
@@ -162,17 +161,18 @@ impl TopNOperator {
             return;
         }
         let kept: HashSet<&[u8]> = self
-            .ranked(partition)
+            .ranked(in_place(partition))
             .into_iter()
             .map(|(row, _)| row)
             .collect();
-        let dropped: Vec<Entry> = partition
-            .keys()
-            .filter(|(_, row)| !kept.contains(&**row))
-            .cloned()
+        let dropped: Vec<(Entry, i64)> = partition
+            .iter()
+            .filter(|((_, row), _)| !kept.contains(&**row))
+            .map(|(entry, count)| (entry.clone(), *count))
             .collect();
-        for entry in dropped {
-            self.partitions.remove_entry(key, &entry);
+        for (entry, count) in dropped {
+            self.partitions.note(key, &entry, -count);
+            partition.remove(&entry);
         }
     }
 
@@ -289,24 +289,21 @@ impl Operator for TopNOperator {
         }
         let mut emitted = Vec::new();
         for (key, indices) in touched {
-            let mut before: Vec<(Box<[u8]>, u64)> = match self.partitions.by_key.get(key) {
-                Some(partition) => self
-                    .shown(partition)
-                    .into_iter()
-                    .map(|(row, rank)| (row.into(), rank))
-                    .collect(),
-                None => Vec::new(),
-            };
+            let mut partition = self.partitions.checkout(key);
+            let mut before: Vec<(Box<[u8]>, u64)> = self
+                .shown(in_place(&partition))
+                .into_iter()
+                .map(|(row, rank)| (row.into(), rank))
+                .collect();
             for index in indices {
                 let entry: Entry = (key_of(&order, index).into(), rows.row(index).data().into());
-                self.partitions.apply(key, entry, chunk.diff(index));
+                self.partitions.note(key, &entry, chunk.diff(index));
+                apply(&mut partition, entry, chunk.diff(index));
             }
             if !self.spec.keeps_all {
-                self.prune(key);
+                self.prune(key, &mut partition);
             }
-            self.partitions.touch(key);
-            let partition = &self.partitions.by_key[key];
-            let mut after = self.shown(partition);
+            let mut after = self.shown(in_place(&partition));
             if !self.spec.rank_column {
                 // A row that only moved within the top rows did not change.
                 before.iter_mut().for_each(|(_, rank)| *rank = 0);
@@ -315,9 +312,7 @@ impl Operator for TopNOperator {
             if !self.spec.emit_on_close {
                 Self::changes(before, after, &mut emitted);
             }
-            if partition.is_empty() {
-                self.partitions.by_key.remove(key);
-            }
+            self.partitions.checkin(key, partition);
         }
         self.emit(emitted, output)
     }
@@ -334,7 +329,7 @@ impl Operator for TopNOperator {
         for key in ends.ended(watermark) {
             if let Some(partition) = self.partitions.take(&key) {
                 if self.spec.emit_on_close {
-                    let ranked = self.shown(&partition);
+                    let ranked = self.shown(in_place(&partition));
                     emitted.extend(ranked.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
                 }
             }

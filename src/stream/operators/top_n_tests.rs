@@ -184,15 +184,13 @@ fn over_inserts_only_rows_past_the_limit_are_not_kept() {
     operator
         .on_batch(changes(&rows), Context::default(), &mut Vec::new())
         .unwrap();
-    assert_eq!(
-        operator
-            .partitions
-            .by_key
-            .values()
-            .map(|p| p.len())
-            .sum::<usize>(),
-        2
-    );
+    let one: ArrayRef = Arc::new(Int64Array::from(vec![Some(1)]));
+    let keys = operator
+        .partition_converter
+        .convert_columns(&[one])
+        .unwrap();
+    let kept = operator.partitions.entries(keys.row(0).data()).count();
+    assert_eq!((operator.partitions.len(), kept), (1, 2));
 }
 
 #[test]
