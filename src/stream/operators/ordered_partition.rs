@@ -37,7 +37,7 @@ enum Stored {
 
 /// Partitions of at most this many entries are kept packed: changing one
 /// decodes and encodes it whole, which is cheap while it is small.
-const PACKED_ENTRIES: usize = 16;
+pub const PACKED_ENTRIES: usize = 16;
 
 impl Stored {
     fn of(partition: Partition) -> Stored {
@@ -113,6 +113,11 @@ impl Partitions {
     /// Notes that `diff` copies of `entry` are added to partition `key`
     /// (call it for every change the group makes).
     pub fn note(&mut self, key: &[u8], (order, row): &Entry, diff: i64) {
+        self.note_parts(key, order, row, diff);
+    }
+
+    /// `note` of an entry in parts.
+    pub fn note_parts(&mut self, key: &[u8], order: &[u8], row: &[u8], diff: i64) {
         let log = &mut self.undo;
         if log.given_up {
             return;
@@ -151,6 +156,23 @@ impl Partitions {
         let stored = Stored::of(partition);
         self.bytes += key.len() + PARTITION_BYTES + stored.memory_bytes();
         self.by_key.insert(key.into(), stored);
+    }
+
+    /// Makes partition `key`, which has none, of `entries` (in order,
+    /// distinct, counts above zero, at most `PACKED_ENTRIES`), noted:
+    /// packed at once, with no tree between.
+    pub fn insert_new(&mut self, key: &[u8], entries: &[EntryRef<'_>]) {
+        for &(order, row, count) in entries {
+            self.note_parts(key, order, row, count);
+        }
+        self.changed.insert(key.into());
+        let stored = Stored::Packed(encode_entries(entries.iter().copied()).into_boxed_slice());
+        self.bytes += key.len() + PARTITION_BYTES + stored.memory_bytes();
+        self.by_key.insert(key.into(), stored);
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.by_key.contains_key(key)
     }
 
     /// Partition `key`'s entries in order, without changing it.
@@ -255,7 +277,7 @@ impl Partitions {
 pub type EntryRef<'a> = (&'a [u8], &'a [u8], i64);
 
 /// A partition's entries seen in place.
-pub fn in_place(partition: &Partition) -> impl Iterator<Item = EntryRef<'_>> {
+pub fn in_place(partition: &Partition) -> impl Iterator<Item = EntryRef<'_>> + Clone {
     partition
         .iter()
         .map(|((order, row), count)| (&**order, &**row, *count))
@@ -344,8 +366,17 @@ pub fn memory_bytes(partition: &Partition) -> usize {
 /// A partition as stored: per entry, the key's and row's lengths (u32) and
 /// bytes, then the multiplicity (i64), all little-endian.
 pub fn encode(partition: &Partition) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for ((order, row), count) in partition {
+    encode_entries(in_place(partition))
+}
+
+/// Entries (in order) encoded as `encode` does.
+fn encode_entries<'a>(entries: impl Iterator<Item = EntryRef<'a>> + Clone) -> Vec<u8> {
+    let length: usize = entries
+        .clone()
+        .map(|(o, r, _)| 16 + o.len() + r.len())
+        .sum();
+    let mut bytes = Vec::with_capacity(length);
+    for (order, row, count) in entries {
         for part in [order, row] {
             bytes.extend_from_slice(&(part.len() as u32).to_le_bytes());
             bytes.extend_from_slice(part);

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 
 use crate::error::Result;
@@ -27,7 +27,7 @@ use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::operators::ordered_partition::{
-    apply, in_place, key_of, keys, touched, Entry, EntryRef, Partition, Partitions,
+    apply, in_place, key_of, keys, touched, Entry, EntryRef, Partition, Partitions, PACKED_ENTRIES,
 };
 use crate::stream::operators::top_n_windows::PartitionEnds;
 pub use crate::stream::operators::top_n_windows::PartitionWindow;
@@ -83,6 +83,17 @@ pub struct TopNOperator {
 
 /// A ranked row: its bytes and rank.
 type Ranked<'a> = (&'a [u8], u64);
+
+/// Rows to emit: bytes, rank, +1 or -1.
+type Emitted = Vec<(Box<[u8]>, u64, i64)>;
+
+/// A batch's rows for one partition, with the batch's encodings.
+struct NewRows<'a> {
+    indices: &'a [usize],
+    order: &'a Option<Rows>,
+    rows: &'a Rows,
+    chunk: &'a Chunk,
+}
 
 impl TopNOperator {
     pub fn new(spec: TopNSpec) -> Result<Self> {
@@ -174,6 +185,44 @@ impl TopNOperator {
             self.partitions.note(key, &entry, -count);
             partition.remove(&entry);
         }
+    }
+
+    /// Makes partition `key` of `new` rows when it has none and they are
+    /// insertions that all rank within the limit (a dedup's new key, the
+    /// common case): packed at once, each shown row emitted, without the
+    /// tree and difference map of a change. False when it does not apply.
+    fn make_partition(&mut self, key: &[u8], new: NewRows<'_>, emitted: &mut Emitted) -> bool {
+        if new.indices.len() > PACKED_ENTRIES || self.partitions.contains(key) {
+            return false;
+        }
+        let mut entries: Vec<EntryRef<'_>> = Vec::with_capacity(new.indices.len());
+        let mut copies = 0;
+        for &index in new.indices {
+            let diff = new.chunk.diff(index);
+            if diff <= 0 {
+                return false;
+            }
+            copies += diff;
+            let row = new.rows.row(index).data();
+            entries.push((key_of(new.order, index), row, diff));
+        }
+        if !self.spec.keeps_all && copies as u64 > self.spec.limit {
+            return false;
+        }
+        entries.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        entries.dedup_by(|later, earlier| {
+            let same = (later.0, later.1) == (earlier.0, earlier.1);
+            if same {
+                earlier.2 += later.2;
+            }
+            same
+        });
+        if !self.spec.emit_on_close {
+            let shown = self.shown(entries.iter().copied());
+            emitted.extend(shown.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
+        }
+        self.partitions.insert_new(key, &entries);
+        true
     }
 
     /// Emits what changed in `before` → `after` (rows with their ranks).
@@ -289,6 +338,15 @@ impl Operator for TopNOperator {
         }
         let mut emitted = Vec::new();
         for (key, indices) in touched {
+            let new = NewRows {
+                indices: &indices,
+                order: &order,
+                rows: &rows,
+                chunk: &chunk,
+            };
+            if self.make_partition(key, new, &mut emitted) {
+                continue;
+            }
             let mut partition = self.partitions.checkout(key);
             let mut before: Vec<(Box<[u8]>, u64)> = self
                 .shown(in_place(&partition))
