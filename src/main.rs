@@ -10,6 +10,11 @@ use weir::bench::{Scenario, Workload};
 use weir::engine::Engine;
 use weir::server;
 
+/// mimalloc rather than glibc's malloc (docs/decisions.md, "The server
+/// allocates with mimalloc").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "weir",
