@@ -9,9 +9,7 @@
 //! rewrote a stored entry per row — so a commit is a few large writes
 //! (docs/decisions.md).
 
-use std::sync::Arc;
-
-use super::keyed::{STAGED_BYTES, STAGED_ENTRY_BYTES};
+use super::keyed::STAGED_ENTRY_BYTES;
 use super::ViewResult;
 use crate::error::{Result, WeirError};
 use crate::state::WriteBatch;
@@ -44,11 +42,6 @@ impl ViewResult {
             }
         }
         staged.total += total;
-        let mut writes = WriteBatch::new();
-        if staged.keyed.bytes > STAGED_BYTES {
-            let run = self.write_staged(&mut staged.keyed, &mut writes)?;
-            staged.keyed.runs.push(Arc::new(run));
-        }
-        Ok(writes)
+        self.spill_when_big(&mut staged.keyed)
     }
 }

@@ -26,7 +26,7 @@ use crate::stream::message::Chunk;
 /// they are written as a run of their own (read back only by queries
 /// after the commit), so memory holds a bounded part of a big statement.
 /// (A few kB in unit tests, so that they cover it.)
-pub(super) const STAGED_BYTES: usize = if cfg!(test) { 4 << 10 } else { 64 << 20 };
+const STAGED_BYTES: usize = if cfg!(test) { 4 << 10 } else { 64 << 20 };
 /// Per staged key, beyond its bytes: the map entry and vectors' headers.
 pub(super) const STAGED_ENTRY_BYTES: usize = 80;
 
@@ -96,7 +96,7 @@ pub(super) struct KeyedStaged {
     pub(super) counts: HashMap<Vec<u8>, i64>,
     pub(super) bytes: usize,
     /// Runs the statement wrote already (oldest first).
-    pub(super) runs: Vec<Arc<Run>>,
+    runs: Vec<Arc<Run>>,
     /// How many of them are in the store (spilled by the dataflow), so
     /// that a merge may read them.
     runs_in_store: usize,
@@ -230,20 +230,23 @@ impl ViewResult {
                 }
             }
         }
+        self.spill_when_big(&mut staged.keyed)
+    }
+
+    /// Past `STAGED_BYTES`, the staged changes become a run of their own
+    /// (the writes that store it), so memory holds a bounded part of a
+    /// big statement.
+    pub(super) fn spill_when_big(&self, keyed: &mut KeyedStaged) -> Result<WriteBatch> {
         let mut writes = WriteBatch::new();
-        if staged.keyed.bytes > STAGED_BYTES {
-            let run = self.write_staged(&mut staged.keyed, &mut writes)?;
-            staged.keyed.runs.push(Arc::new(run));
+        if keyed.bytes > STAGED_BYTES {
+            let run = self.write_staged(keyed, &mut writes)?;
+            keyed.runs.push(Arc::new(run));
         }
         Ok(writes)
     }
 
     /// Writes the staged changes as a new run, emptying them.
-    pub(super) fn write_staged(
-        &self,
-        keyed: &mut KeyedStaged,
-        writes: &mut WriteBatch,
-    ) -> Result<Run> {
+    fn write_staged(&self, keyed: &mut KeyedStaged, writes: &mut WriteBatch) -> Result<Run> {
         let id = self.allocate_run();
         let changes = keyed.take_sorted();
         runs::write_run(self.id, id, changes.into_iter().map(Ok), writes)
