@@ -57,6 +57,11 @@ struct ServeOptions {
     /// Default: no limit.
     #[arg(long, env = "WEIR_MEMORY_LIMIT", value_parser = parse_memory_limit)]
     memory_limit: Option<u64>,
+    /// How much of its state each top-N or OVER operator keeps in memory
+    /// (e.g. 64MB); past it, the operator writes what changed to disk and
+    /// reads state back as rows need it.
+    #[arg(long, env = "WEIR_OPERATOR_CACHE_SIZE", default_value = "64MB", value_parser = parse_memory_limit)]
+    operator_cache_size: u64,
     /// How many key partitions an aggregate updates in parallel, each on a
     /// thread of its own (1 to 64). Default: one per core for SESSION
     /// aggregates, 1 for window aggregates, where more is slower on 2
@@ -314,6 +319,7 @@ async fn serve(options: ServeOptions) -> weir::error::Result<()> {
     let cache_bytes = options.store_cache_mb.saturating_mul(1024 * 1024);
     let engine = Engine::open_with_cache(&options.data_dir, cache_bytes).await?;
     engine.set_memory_limit_bytes(options.memory_limit);
+    engine.set_operator_cache_bytes(options.operator_cache_size);
     engine.connections().set_limits(
         options.max_connections,
         options.superuser_reserved_connections,

@@ -291,9 +291,27 @@ struct Run {
     lookup: bool,
     fragile: bool,
     fragile_events: bool,
+    seed: u64,
+    /// How many times the server started.
+    starts: u64,
 }
 
-const ARGUMENTS: [&str; 2] = ["--checkpoint-interval-ms", "50"];
+/// The server's arguments for its `starts`-th start in seed `seed`: every
+/// other start keeps almost no top-N or OVER state in memory, so it spills
+/// after each statement and reads state back from disk (and a restart
+/// moves between the two).
+fn arguments(seed: u64, starts: u64) -> [&'static str; 4] {
+    let cache = match (seed + starts) % 2 {
+        0 => "64MB",
+        _ => "1kB",
+    };
+    [
+        "--checkpoint-interval-ms",
+        "50",
+        "--operator-cache-size",
+        cache,
+    ]
+}
 
 impl Run {
     async fn prepare(&mut self) {
@@ -323,7 +341,9 @@ impl Run {
         } else {
             self.server.kill();
         }
-        self.server = TestServer::start_with(&self.data_dir, &ARGUMENTS);
+        self.starts += 1;
+        let arguments = arguments(self.seed, self.starts);
+        self.server = TestServer::start_with(&self.data_dir, &arguments);
         self.client = self.server.connect().await;
         self.prepare().await;
     }
@@ -418,7 +438,7 @@ fn schedule(random: &mut Lcg) -> Vec<usize> {
 async fn run_seed(seed: u64) {
     let temp = tempfile::tempdir().unwrap();
     let data_dir = temp.path().join("data");
-    let server = TestServer::start_with(&data_dir, &ARGUMENTS);
+    let server = TestServer::start_with(&data_dir, &arguments(seed, 0));
     let client = server.connect().await;
     client
         .batch_execute(
@@ -438,6 +458,8 @@ async fn run_seed(seed: u64) {
         lookup: false,
         fragile: false,
         fragile_events: false,
+        seed,
+        starts: 0,
     };
     let mut random = Lcg(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) + 3);
     let schedule = schedule(&mut random);

@@ -265,6 +265,8 @@ impl Engine {
             self.unschedule_firings(id);
             let mut state = WriteBatch::new();
             state.delete_prefix(view_prefix(id));
+            // Its operators' spilled runs (outside the checkpoint's keys).
+            state.delete_prefix(crate::stream::spill::view_space(id));
             // After a checkpoint being committed, which may write the view.
             let _commits = self.dataflow.lock_commits();
             into_current_generation(flow.stored_state(), &mut state);

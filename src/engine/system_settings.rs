@@ -128,6 +128,13 @@ impl Engine {
         self.dataflow.lock().set_memory_limit_bytes(limit);
     }
 
+    /// The memory each stateful operator may keep of its state before it
+    /// spills to disk (`--operator-cache-size`).
+    pub fn set_operator_cache_bytes(&self, bytes: u64) {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self.dataflow.lock().set_operator_cache_bytes(bytes);
+    }
+
     pub fn memory_limit_bytes(&self) -> Option<usize> {
         self.dataflow.lock().memory_limit_bytes()
     }

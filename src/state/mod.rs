@@ -6,6 +6,8 @@
 mod acknowledged;
 pub mod batch_codec;
 mod envelope;
+mod key_filter;
+pub mod runs;
 mod sled_integrity;
 mod sled_store;
 mod value_log;

@@ -6,9 +6,13 @@
 use super::checkpoint::{operator_prefix, StateReader, StateWriter};
 use super::junction::Junction;
 use super::message::Message;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
 use super::operator::{Operator, Output, Stage};
+use super::spill::{operator_space, SpillSpace};
 use crate::error::Result;
-use crate::state::WriteBatch;
+use crate::state::{StateStore, WriteBatch};
 
 /// The operators from one source, or from where other branches meet, to
 /// the next junction (or the sink).
@@ -184,6 +188,27 @@ impl Branch {
             undone &= operator.rollback()?;
         }
         Ok(undone)
+    }
+
+    /// Gives each operator its key space to spill to.
+    pub(super) fn attach(
+        &mut self,
+        view_id: u64,
+        store: &Arc<dyn StateStore>,
+        budget_bytes: &Arc<AtomicUsize>,
+    ) {
+        if let Some(meeting) = &mut self.meeting {
+            for branch in &mut meeting.branches {
+                branch.attach(view_id, store, budget_bytes);
+            }
+        }
+        for (index, operator) in self.operators.iter_mut().enumerate() {
+            operator.attach(SpillSpace {
+                store: store.clone(),
+                space: operator_space(view_id, self.first_slot + index),
+                budget_bytes: budget_bytes.clone(),
+            });
+        }
     }
 
     pub(super) fn restore(

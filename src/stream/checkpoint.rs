@@ -169,7 +169,13 @@ pub fn view_prefix(view_id: u64) -> Vec<u8> {
 pub fn stored_view_state(store: &dyn StateStore, view_id: u64) -> Result<StoredSize> {
     let generation = EpochRecord::read(store)?.map_or(0, |record| record.generation);
     let prefix = in_generation(&view_prefix(view_id), generation);
-    store.stored_size(&prefix, &prefix_end(&prefix))
+    let mut size = store.stored_size(&prefix, &prefix_end(&prefix))?;
+    // And its operators' spilled runs.
+    let spilled = crate::stream::spill::view_space(view_id);
+    let runs = store.stored_size(&spilled, &prefix_end(&spilled))?;
+    size.entries += runs.entries;
+    size.bytes += runs.bytes;
+    Ok(size)
 }
 
 /// Where one operator writes its state during a checkpoint.
@@ -197,6 +203,19 @@ impl<'a> StateWriter<'a> {
     pub fn delete(&mut self, name: &[u8]) {
         let full = self.full_key(name);
         self.batch.delete(full);
+    }
+
+    /// Deletes every entry whose name starts with `name`.
+    pub fn delete_prefix(&mut self, name: &[u8]) {
+        let full = self.full_key(name);
+        self.batch.delete_prefix(full);
+    }
+
+    /// Deletes every key starting with `prefix`, a full key outside the
+    /// checkpoint's (the operator's spilled runs, `spill`): committed
+    /// with the checkpoint's record.
+    pub fn delete_outside(&mut self, prefix: Vec<u8>) {
+        self.batch.delete_prefix(prefix);
     }
 }
 

@@ -16,6 +16,7 @@
 //! execution behind an exchange is the direction in docs/architecture.md.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datafusion::arrow::array::Int64Array;
@@ -26,6 +27,7 @@ use super::checkpoint_store::StoredState;
 use super::commit_order;
 use super::message::{Chunk, Message};
 pub use super::pipeline::ViewPipeline;
+use super::spill::DEFAULT_BUDGET_BYTES;
 use super::WatermarkTracker;
 use crate::error::{sqlstate, Result, WeirError};
 use crate::state::all_view_rows_prefix;
@@ -59,6 +61,8 @@ pub struct Dataflow {
     spill_store: Option<Arc<dyn StateStore>>,
     /// The most memory the views' operator state may hold together.
     memory_limit_bytes: Option<usize>,
+    /// The memory an operator's state may take before it spills (`spill`).
+    operator_cache_bytes: Arc<AtomicUsize>,
     /// Recovery is replaying committed rows, which must not fail on the
     /// memory limit (they were accepted before).
     replaying: bool,
@@ -76,7 +80,10 @@ pub struct Dataflow {
 const VIEW_SPILL_BYTES: usize = 16 * 1024 * 1024;
 
 impl Dataflow {
-    pub fn add_view(&mut self, pipeline: ViewPipeline) {
+    pub fn add_view(&mut self, mut pipeline: ViewPipeline) {
+        if let Some(store) = &self.spill_store {
+            pipeline.attach(store, &self.operator_cache_bytes);
+        }
         self.views.insert(pipeline.id, pipeline);
         self.changed = true;
     }
@@ -126,6 +133,12 @@ impl Dataflow {
 
     pub fn set_memory_limit_bytes(&mut self, limit: Option<usize>) {
         self.memory_limit_bytes = limit;
+    }
+
+    /// Sets the memory an operator's state may take before it spills, for
+    /// every view's operators (running ones included).
+    pub fn set_operator_cache_bytes(&mut self, bytes: usize) {
+        self.operator_cache_bytes.store(bytes, Ordering::Relaxed);
     }
 
     pub fn memory_limit_bytes(&self) -> Option<usize> {
@@ -551,6 +564,7 @@ impl SharedDataflow {
     pub fn new(store: Arc<dyn StateStore>) -> Self {
         let flow = Dataflow {
             spill_store: Some(store),
+            operator_cache_bytes: Arc::new(AtomicUsize::new(DEFAULT_BUDGET_BYTES)),
             ..Dataflow::default()
         };
         SharedDataflow {

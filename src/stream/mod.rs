@@ -18,6 +18,7 @@ pub mod operators;
 pub mod parallelism;
 pub mod partition_workers;
 pub mod pipeline;
+pub mod spill;
 pub mod time_columns;
 pub mod view_sink;
 pub mod watermark;

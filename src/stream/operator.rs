@@ -8,6 +8,7 @@
 
 use super::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
 use super::message::{Chunk, Message};
+use super::spill::SpillSpace;
 use crate::error::Result;
 
 /// Where an operator puts the messages it produces, in order.
@@ -74,6 +75,11 @@ pub trait Operator: Send {
     fn checkpoint(&mut self, _state: &mut StateWriter) -> Result<()> {
         Ok(())
     }
+
+    /// Gives the operator a key space to spill state that outgrows memory
+    /// to (`spill`), before `restore` and any message; one without it
+    /// keeps all its state in memory.
+    fn attach(&mut self, _space: SpillSpace) {}
 
     /// Loads the state the last checkpoint holds, before any message.
     fn restore(&mut self, _state: &StateReader) -> Result<()> {
@@ -232,6 +238,10 @@ impl<O: Operator + ?Sized> Stage<O> {
             self.watermark_changed = false;
         }
         Ok(())
+    }
+
+    pub fn attach(&mut self, space: SpillSpace) {
+        self.operator.attach(space);
     }
 
     pub fn restore(&mut self, state: &StateReader) -> Result<()> {

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use super::branch::Branch;
 use super::checkpoint::{decode_i64, encode_i64, operator_prefix, StateReader, StateWriter};
@@ -17,7 +17,7 @@ use super::operator::Stage;
 use super::operators::MaterializeOperator;
 use super::view_sink::ViewSink;
 use crate::error::Result;
-use crate::state::WriteBatch;
+use crate::state::{StateStore, WriteBatch};
 
 const LATE_ROWS: &[u8] = b"late_rows";
 
@@ -297,6 +297,11 @@ impl ViewPipeline {
 
     fn sink_prefix(&self) -> Vec<u8> {
         operator_prefix(self.id, self.sink_slot)
+    }
+
+    /// Gives its operators key spaces in `store` to spill to.
+    pub fn attach(&mut self, store: &Arc<dyn StateStore>, budget_bytes: &Arc<AtomicUsize>) {
+        self.root.attach(self.id, store, budget_bytes);
     }
 
     /// Loads every operator's checkpointed state, `state_of(prefix)`

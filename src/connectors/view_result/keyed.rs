@@ -16,9 +16,9 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::HashMap;
 
-use super::runs::{self, Combine, Entry, Merge, Run, RunCursor, RunList, Source};
-use super::{encode_head, view_head_key, ViewHead, ViewResult};
+use super::{encode_head, view_head_key, view_rows_prefix, ViewHead, ViewResult};
 use crate::error::{Result, WeirError};
+use crate::state::runs::{self, Combine, Entry, Merge, Run, RunCursor, RunList, Source};
 use crate::state::{StateStore, WriteBatch};
 use crate::stream::message::Chunk;
 
@@ -69,7 +69,7 @@ impl KeyedRuns {
             retired,
         };
         if head.pending.is_some() && head.layout.has_runs() {
-            for id in runs::stored_run_ids(store, view_id)? {
+            for id in runs::stored_run_ids(store, &view_rows_prefix(view_id))? {
                 runs.next_run = runs.next_run.max(id + 1);
                 let listed = head.runs.iter().chain(&head.retired);
                 if !listed.into_iter().any(|run| run.id == id) {
@@ -249,7 +249,12 @@ impl ViewResult {
     fn write_staged(&self, keyed: &mut KeyedStaged, writes: &mut WriteBatch) -> Result<Run> {
         let id = self.allocate_run();
         let changes = keyed.take_sorted();
-        runs::write_run(self.id, id, changes.into_iter().map(Ok), writes)
+        runs::write_run(
+            &view_rows_prefix(self.id),
+            id,
+            changes.into_iter().map(Ok),
+            writes,
+        )
     }
 
     /// How a merge combines a key's entries in this view's runs.
@@ -301,6 +306,7 @@ impl ViewResult {
         let mut list: Vec<Arc<Run>> = committed.to_vec();
         list.extend(keyed.runs.iter().cloned());
         let mut merged_away = Vec::new();
+        let space = view_rows_prefix(self.id);
         // The newest runs join the new one when they are small next to it
         // (or when there are too many) — those the statement wrote too,
         // once they are readable.
@@ -314,11 +320,11 @@ impl ViewResult {
             let id = self.allocate_run();
             let mut sources = vec![Source::memory(keyed.take_sorted())];
             for run in merged_away.iter().rev() {
-                let cursor = RunCursor::new(self.store.clone(), self.id, run.clone());
+                let cursor = RunCursor::new(self.store.clone(), &space, run.clone());
                 sources.push(Source::Run(cursor));
             }
             let merge = Merge::new(sources, list.is_empty(), self.combine());
-            list.push(Arc::new(runs::write_run(self.id, id, merge, &mut writes)?));
+            list.push(Arc::new(runs::write_run(&space, id, merge, &mut writes)?));
         }
         list.retain(|run| run.entries > 0);
         staged.keyed.deleting = self.delete_unread_runs(&mut writes);
@@ -346,7 +352,7 @@ impl ViewResult {
             .partition(|run| Arc::strong_count(run) == 1);
         runs.retired = held;
         for run in &unread {
-            runs::delete_run(self.id, run, writes);
+            runs::delete_run(&view_rows_prefix(self.id), run.id, writes);
         }
         unread
     }

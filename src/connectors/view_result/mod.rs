@@ -20,7 +20,6 @@ mod keyed;
 mod log;
 mod multiset;
 mod provider;
-mod runs;
 mod scan;
 mod versions;
 
@@ -35,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::connectors::sink::Outbox;
 use crate::error::{sqlstate, Result, WeirError};
+use crate::state::runs::Run;
 use crate::state::{key, StateStore, WriteBatch};
 use crate::stream::message::Chunk;
 use crate::stream::ViewSink;
@@ -263,14 +263,14 @@ struct ViewHead {
     pending: Option<u64>,
     /// The keyed layout's runs, oldest first.
     #[serde(default)]
-    runs: Vec<runs::Run>,
+    runs: Vec<Run>,
     /// The keyed layout's next run id.
     #[serde(default)]
     next_run: u64,
     /// Runs merged away and not yet deleted (readers held them): the next
     /// commit after a restart deletes them.
     #[serde(default)]
-    retired: Vec<runs::Run>,
+    retired: Vec<Run>,
 }
 
 impl fmt::Debug for ViewResult {

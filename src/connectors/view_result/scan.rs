@@ -14,10 +14,10 @@ use datafusion::physical_plan::streaming::PartitionStream;
 
 use super::keyed::KeyedRuns;
 use super::log::{LogBatches, LogPosition};
-use super::runs::{decode_count, Combine, Merge, RunCursor, Source};
 use super::versions::Versions;
 use super::{view_rows_end, view_rows_prefix, ReadGuard, Readers, RowLayout, ViewResult};
 use crate::error::Result;
+use crate::state::runs::{decode_count, Combine, Merge, RunCursor, Source};
 use crate::state::StateStore;
 
 /// Rows per decoded batch.
@@ -93,11 +93,8 @@ impl ViewRows {
             .iter()
             .rev()
             .map(|run| {
-                Source::Run(RunCursor::new(
-                    self.store.clone(),
-                    self.view_id,
-                    run.clone(),
-                ))
+                let space = view_rows_prefix(self.view_id);
+                Source::Run(RunCursor::new(self.store.clone(), &space, run.clone()))
             })
             .collect();
         // Each cursor holds its run, so its pages stay while it reads.

@@ -241,7 +241,7 @@ fn many_statements_leave_few_runs_and_merged_ones_are_deleted() {
     assert!(rows[..399].iter().all(|(_, n)| *n == 2) && rows[399].1 == 1);
     let runs = result.committed_runs();
     assert!(runs.len() <= 6, "{} runs", runs.len());
-    let stored = super::runs::stored_run_ids(&*store, 10).unwrap();
+    let stored = crate::state::runs::stored_run_ids(&*store, &super::view_rows_prefix(10)).unwrap();
     assert!(stored.len() <= runs.len() + 2, "merged runs go: {stored:?}");
 }
 
@@ -302,7 +302,7 @@ fn a_keyed_query_reads_one_commit_while_later_ones_land() {
         &store,
         &[chunk(&["row00000", "row00000"], &[19, 20], &[-1, 1])],
     );
-    let stored = super::runs::stored_run_ids(&*store, 8).unwrap();
+    let stored = crate::state::runs::stored_run_ids(&*store, &super::view_rows_prefix(8)).unwrap();
     assert_eq!(stored.len(), result.committed_runs().len());
 }
 
@@ -345,7 +345,7 @@ fn a_big_keyed_statement_writes_runs_early_and_a_crash_or_failure_leaves_none() 
     commit(&reopened, &store, &[chunk(&["c"], &[1], &[1])]);
     // (A run merged away by a commit goes with the next one.)
     commit(&reopened, &store, &[chunk(&["c", "c"], &[1, 1], &[-1, 1])]);
-    let stored = super::runs::stored_run_ids(&*store, 9).unwrap();
+    let stored = crate::state::runs::stored_run_ids(&*store, &super::view_rows_prefix(9)).unwrap();
     assert_eq!(
         stored.len(),
         reopened.committed_runs().len(),
@@ -447,7 +447,9 @@ fn a_counted_view_keeps_repeated_rows_through_statements_failures_and_crashes() 
     }
     let (committed, stored) = (
         reopened.committed_runs().len(),
-        super::runs::stored_run_ids(&*store, 11).unwrap().len(),
+        crate::state::runs::stored_run_ids(&*store, &super::view_rows_prefix(11))
+            .unwrap()
+            .len(),
     );
     assert!(
         committed <= 12 && stored <= committed + 1,

@@ -10,8 +10,17 @@
 //! to a few rows, and a map of one entry costs a tree node of eleven slots
 //! and two boxes besides (~900 bytes a partition at Nexmark q18's 9 M
 //! partitions, against ~300 packed).
+//!
+//! Given a key space (`attach`), partitions past a memory budget are
+//! spilled: those changed are written as a sorted run (`stream/spill`) and
+//! all are let go from memory; one asked for again is read back from the
+//! runs. Checkpoints then write changed partitions as a run too, and list
+//! the runs.
 
 use std::collections::{btree_map, BTreeMap};
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use datafusion::common::{HashMap, HashSet};
 
@@ -20,6 +29,7 @@ use datafusion::arrow::row::{RowConverter, Rows};
 
 use crate::error::{sqlstate, Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
+use crate::stream::spill::{SpillSpace, SpilledRuns};
 
 /// A partition's entry: its ORDER BY key and the whole row, row format.
 pub type Entry = (Box<[u8]>, Box<[u8]>);
@@ -74,8 +84,8 @@ const ALLOCATION_BYTES: usize = 16;
 const PARTITION_BYTES: usize = 48 + ALLOCATION_BYTES;
 
 /// An operator's partitions by key, and which changed since the last
-/// checkpoint (each checkpointed as an entry `partition/<key>`).
-#[derive(Debug, Default)]
+/// checkpoint or spill (each checkpointed as an entry `partition/<key>`,
+/// or, spilling, written to a run).
 pub struct Partitions {
     by_key: HashMap<Box<[u8]>, Stored>,
     changed: HashSet<Box<[u8]>>,
@@ -83,6 +93,36 @@ pub struct Partitions {
     bytes: usize,
     /// What the write group running now changed.
     undo: ChangeLog,
+    /// Where partitions go past `budget_bytes` (None: all stay in memory).
+    spilled: Option<SpilledRuns>,
+    budget_bytes: Arc<AtomicUsize>,
+    /// Restored from entries per partition (written before it spilled):
+    /// the next checkpoint deletes them, writing the partitions as a run.
+    restored_entries: bool,
+}
+
+impl Default for Partitions {
+    fn default() -> Self {
+        Partitions {
+            by_key: HashMap::default(),
+            changed: HashSet::default(),
+            bytes: 0,
+            undo: ChangeLog::default(),
+            spilled: None,
+            budget_bytes: Arc::new(AtomicUsize::new(usize::MAX)),
+            restored_entries: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for Partitions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partitions")
+            .field("in_memory", &self.by_key.len())
+            .field("changed", &self.changed.len())
+            .field("spilling", &self.spilled.is_some())
+            .finish()
+    }
 }
 
 /// Changes to the partitions as (partition key, entry, diff), in one byte
@@ -135,15 +175,42 @@ impl Partitions {
         }
     }
 
+    /// Spills to `space` past its budget (before `restore`).
+    pub fn attach(&mut self, space: SpillSpace) {
+        self.budget_bytes = space.budget_bytes.clone();
+        self.spilled = Some(SpilledRuns::new(space));
+    }
+
     /// Partition `key` to change (empty if there is none), out of the
     /// partitions until `checkin`. Note each change (`note`).
-    pub fn checkout(&mut self, key: &[u8]) -> Partition {
-        match self.by_key.remove(key) {
-            Some(stored) => {
-                self.bytes -= key.len() + PARTITION_BYTES + stored.memory_bytes();
-                stored.into_partition()
-            }
-            None => Partition::new(),
+    pub fn checkout(&mut self, key: &[u8]) -> Result<Partition> {
+        Ok(self
+            .fetch(key)?
+            .map(Stored::into_partition)
+            .unwrap_or_default())
+    }
+
+    /// Partition `key` out of memory, or read from the spilled runs.
+    fn fetch(&mut self, key: &[u8]) -> Result<Option<Stored>> {
+        if let Some(stored) = self.by_key.remove(key) {
+            self.bytes -= key.len() + PARTITION_BYTES + stored.memory_bytes();
+            return Ok(Some(stored));
+        }
+        self.read_spilled(key)
+    }
+
+    /// Partition `key` as the spilled runs hold it, unless it changed
+    /// since they were written (then memory has it, or it went).
+    fn read_spilled(&self, key: &[u8]) -> Result<Option<Stored>> {
+        let Some(spilled) = self.spilled.as_ref().filter(|spilled| !spilled.is_empty()) else {
+            return Ok(None);
+        };
+        if self.changed.contains(key) {
+            return Ok(None);
+        }
+        match spilled.get(key)? {
+            Some(Some(bytes)) => Ok(Some(Stored::of(decode(&bytes, "spilled")?))),
+            _ => Ok(None),
         }
     }
 
@@ -171,11 +238,14 @@ impl Partitions {
         self.by_key.insert(key.into(), stored);
     }
 
-    pub fn contains(&self, key: &[u8]) -> bool {
-        self.by_key.contains_key(key)
+    /// Whether partition `key` has rows (in memory or spilled).
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.by_key.contains_key(key) || self.read_spilled(key)?.is_some())
     }
 
-    /// Partition `key`'s entries in order, without changing it.
+    /// Partition `key`'s entries in order, without changing it (only one
+    /// in memory: tests).
+    #[cfg(test)]
     pub fn entries<'a>(&'a self, key: &[u8]) -> Box<dyn Iterator<Item = EntryRef<'a>> + 'a> {
         match self.by_key.get(key) {
             Some(Stored::Packed(bytes)) => Box::new(packed_entries(bytes)),
@@ -184,7 +254,7 @@ impl Partitions {
         }
     }
 
-    /// How many partitions there are.
+    /// How many partitions there are in memory.
     pub fn len(&self) -> usize {
         self.by_key.len()
     }
@@ -194,15 +264,15 @@ impl Partitions {
     }
 
     /// Takes partition `key` out, noted (its rows come back on a rollback).
-    pub fn take(&mut self, key: &[u8]) -> Option<Partition> {
-        if !self.by_key.contains_key(key) {
-            return None;
-        }
-        let partition = self.checkout(key);
+    pub fn take(&mut self, key: &[u8]) -> Result<Option<Partition>> {
+        let Some(stored) = self.fetch(key)? else {
+            return Ok(None);
+        };
+        let partition = stored.into_partition();
         for (entry, count) in &partition {
             self.note(key, entry, -count);
         }
-        Some(partition)
+        Ok(Some(partition))
     }
 
     /// The write group committed: forget its changes.
@@ -218,10 +288,10 @@ impl Partitions {
     /// The write group failed: its changes are taken back, last first
     /// (partitions it emptied come back; those it made go). False if the
     /// group outgrew its change log: the caller rebuilds the view.
-    pub fn rollback(&mut self) -> bool {
+    pub fn rollback(&mut self) -> Result<bool> {
         let log = std::mem::take(&mut self.undo);
         if log.given_up {
-            return false;
+            return Ok(false);
         }
         let mut end = log.bytes.len();
         for ([key, order, row], diff) in log.changes.iter().rev() {
@@ -229,11 +299,11 @@ impl Partitions {
             let (key, rest) = log.bytes[start..end].split_at(*key as usize);
             let (order, row) = rest.split_at(*order as usize);
             end = start;
-            let mut partition = self.checkout(key);
+            let mut partition = self.checkout(key)?;
             apply(&mut partition, (order.into(), row.into()), -diff);
             self.checkin(key, partition);
         }
-        true
+        Ok(true)
     }
 
     /// Notes that partition `key` changed (or went).
@@ -241,8 +311,50 @@ impl Partitions {
         self.changed.insert(key.into());
     }
 
+    /// Past the budget, spills the changed partitions and lets all go
+    /// from memory (call it between batches).
+    pub fn settle(&mut self) -> Result<()> {
+        if self.spilled.is_none() || self.bytes <= self.budget_bytes.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.spill_changed()?;
+        self.by_key = HashMap::default();
+        self.bytes = 0;
+        Ok(())
+    }
+
+    /// Writes the changed partitions (an emptied one as deleted) as a run.
+    fn spill_changed(&mut self) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut() else {
+            return Ok(());
+        };
+        let mut keys: Vec<Box<[u8]>> = std::mem::take(&mut self.changed).into_iter().collect();
+        keys.sort_unstable();
+        let entries = keys
+            .into_iter()
+            .map(|key| {
+                let value = self.by_key.get(&key).map(|stored| match stored {
+                    Stored::Packed(bytes) => bytes.to_vec(),
+                    Stored::Tree(partition) => encode(partition),
+                });
+                (key.into_vec(), value)
+            })
+            .collect();
+        spilled.spill(entries)
+    }
+
     /// Writes the partitions changed since the last checkpoint.
-    pub fn checkpoint(&mut self, state: &mut StateWriter) {
+    pub fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        if self.spilled.is_some() {
+            self.spill_changed()?;
+            if std::mem::take(&mut self.restored_entries) {
+                state.delete_prefix(PARTITION_PREFIX);
+            }
+            return self
+                .spilled
+                .as_mut()
+                .map_or(Ok(()), |spilled| spilled.checkpoint(state));
+        }
         for key in std::mem::take(&mut self.changed) {
             let name = [PARTITION_PREFIX, &key].concat();
             match self.by_key.get(&key) {
@@ -251,15 +363,23 @@ impl Partitions {
                 None => state.delete(&name),
             }
         }
+        Ok(())
     }
 
     /// Loads the checkpointed partitions of `operator` (named in errors).
     pub fn restore(&mut self, state: &StateReader, operator: &str) -> Result<()> {
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.restore(state)?;
+        }
         for (name, value) in state.with_prefix(PARTITION_PREFIX) {
             let key = &name[PARTITION_PREFIX.len()..];
             let stored = Stored::of(decode(value, operator)?);
             self.bytes += key.len() + PARTITION_BYTES + stored.memory_bytes();
             self.by_key.insert(key.into(), stored);
+            if self.spilled.is_some() {
+                self.changed.insert(key.into());
+                self.restored_entries = true;
+            }
         }
         Ok(())
     }
@@ -269,7 +389,8 @@ impl Partitions {
     pub fn memory_bytes(&self) -> usize {
         let changed = self.changed.capacity() * (16 + 1);
         let changed_keys: usize = self.changed.iter().map(|key| key.len()).sum();
-        self.bytes + changed + changed_keys + self.changed.len() * ALLOCATION_BYTES
+        let indexes = self.spilled.as_ref().map_or(0, SpilledRuns::memory_bytes);
+        self.bytes + changed + changed_keys + self.changed.len() * ALLOCATION_BYTES + indexes
     }
 }
 
@@ -284,6 +405,7 @@ pub fn in_place(partition: &Partition) -> impl Iterator<Item = EntryRef<'_>> + C
 }
 
 /// The entries of a packed partition (`encode`), in order.
+#[cfg(test)]
 fn packed_entries(mut bytes: &[u8]) -> impl Iterator<Item = EntryRef<'_>> {
     std::iter::from_fn(move || {
         if bytes.is_empty() {

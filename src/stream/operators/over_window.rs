@@ -32,6 +32,7 @@ use crate::stream::operator::{Context, Operator, Output};
 use crate::stream::operators::ordered_partition::{
     apply, key_of, keys, touched, Entry, Partition, Partitions,
 };
+use crate::stream::spill::SpillSpace;
 
 /// How many neighbours a row's results depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,7 +352,7 @@ impl Operator for OverWindowOperator {
             if changes.is_empty() {
                 continue;
             }
-            let mut partition = self.partitions.checkout(key);
+            let mut partition = self.partitions.checkout(key)?;
             let spans = self.spans(&partition, &changes);
             self.results(&partition, &spans, -1, &mut difference)?;
             for (entry, diff) in changes {
@@ -361,6 +362,7 @@ impl Operator for OverWindowOperator {
             self.results(&partition, &spans, 1, &mut difference)?;
             self.partitions.checkin(key, partition);
         }
+        self.partitions.settle()?;
         self.emit(difference, output)
     }
 
@@ -371,8 +373,11 @@ impl Operator for OverWindowOperator {
     }
 
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
-        self.partitions.checkpoint(state);
-        Ok(())
+        self.partitions.checkpoint(state)
+    }
+
+    fn attach(&mut self, space: SpillSpace) {
+        self.partitions.attach(space);
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
@@ -390,7 +395,7 @@ impl Operator for OverWindowOperator {
     /// Its only state is the partitions, which take their changes back
     /// (false: the group outgrew their log; the view is rebuilt).
     fn rollback(&mut self) -> Result<bool> {
-        Ok(self.partitions.rollback())
+        self.partitions.rollback()
     }
 }
 

@@ -31,6 +31,7 @@ use crate::stream::operators::ordered_partition::{
 };
 use crate::stream::operators::top_n_windows::PartitionEnds;
 pub use crate::stream::operators::top_n_windows::PartitionWindow;
+use crate::stream::spill::SpillSpace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankKind {
@@ -191,23 +192,28 @@ impl TopNOperator {
     /// insertions that all rank within the limit (a dedup's new key, the
     /// common case): packed at once, each shown row emitted, without the
     /// tree and difference map of a change. False when it does not apply.
-    fn make_partition(&mut self, key: &[u8], new: NewRows<'_>, emitted: &mut Emitted) -> bool {
-        if new.indices.len() > PACKED_ENTRIES || self.partitions.contains(key) {
-            return false;
+    fn make_partition(
+        &mut self,
+        key: &[u8],
+        new: NewRows<'_>,
+        emitted: &mut Emitted,
+    ) -> Result<bool> {
+        if new.indices.len() > PACKED_ENTRIES || self.partitions.contains(key)? {
+            return Ok(false);
         }
         let mut entries: Vec<EntryRef<'_>> = Vec::with_capacity(new.indices.len());
         let mut copies = 0;
         for &index in new.indices {
             let diff = new.chunk.diff(index);
             if diff <= 0 {
-                return false;
+                return Ok(false);
             }
             copies += diff;
             let row = new.rows.row(index).data();
             entries.push((key_of(new.order, index), row, diff));
         }
         if !self.spec.keeps_all && copies as u64 > self.spec.limit {
-            return false;
+            return Ok(false);
         }
         entries.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         entries.dedup_by(|later, earlier| {
@@ -222,7 +228,7 @@ impl TopNOperator {
             emitted.extend(shown.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
         }
         self.partitions.insert_new(key, &entries);
-        true
+        Ok(true)
     }
 
     /// Emits what changed in `before` → `after` (rows with their ranks).
@@ -344,10 +350,10 @@ impl Operator for TopNOperator {
                 rows: &rows,
                 chunk: &chunk,
             };
-            if self.make_partition(key, new, &mut emitted) {
+            if self.make_partition(key, new, &mut emitted)? {
                 continue;
             }
-            let mut partition = self.partitions.checkout(key);
+            let mut partition = self.partitions.checkout(key)?;
             let mut before: Vec<(Box<[u8]>, u64)> = self
                 .shown(in_place(&partition))
                 .into_iter()
@@ -372,6 +378,7 @@ impl Operator for TopNOperator {
             }
             self.partitions.checkin(key, partition);
         }
+        self.partitions.settle()?;
         self.emit(emitted, output)
     }
 
@@ -385,7 +392,7 @@ impl Operator for TopNOperator {
         };
         let mut emitted = Vec::new();
         for key in ends.ended(watermark) {
-            if let Some(partition) = self.partitions.take(&key) {
+            if let Some(partition) = self.partitions.take(&key)? {
                 if self.spec.emit_on_close {
                     let ranked = self.shown(in_place(&partition));
                     emitted.extend(ranked.into_iter().map(|(row, rank)| (row.into(), rank, 1)));
@@ -400,8 +407,11 @@ impl Operator for TopNOperator {
         if let Some(ends) = self.ends.as_mut() {
             ends.checkpoint(state);
         }
-        self.partitions.checkpoint(state);
-        Ok(())
+        self.partitions.checkpoint(state)
+    }
+
+    fn attach(&mut self, space: SpillSpace) {
+        self.partitions.attach(space);
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
@@ -425,7 +435,7 @@ impl Operator for TopNOperator {
     /// The partitions take their changes back (those a window's end took
     /// out come back), and the windows' ends theirs.
     fn rollback(&mut self) -> Result<bool> {
-        let undone = self.partitions.rollback();
+        let undone = self.partitions.rollback()?;
         if let Some(ends) = self.ends.as_mut() {
             ends.rollback();
         }

@@ -1,21 +1,24 @@
-//! Sorted runs: how a keyed or counted view keeps its rows (`keyed`). A
-//! run is a commit's changes (or a merge of several runs) sorted by key,
-//! written once in pages of `PAGE_ENTRIES` and never changed. In a keyed
-//! view an entry is a key and its row, or no row where the key was
-//! deleted, and a key's row is its entry in the newest run that has one;
-//! in a counted view an entry is a row and a change of its count, and a
-//! row's count is the sum of its entries (`Combine`). Reading merges the
-//! runs page by page; merging the newest runs together keeps them few (an
-//! LSM tree of Arrow row-format pages over the store).
+//! Sorted runs: how keyed and counted views keep their rows, and how
+//! operators keep state that outgrows memory (`stream/spill`). A run is a
+//! set of changes sorted by key, written once in pages under a key space
+//! (a prefix of the store's keys) and never changed. An entry is a key and
+//! its value, or no value where the key was deleted, and a key's value is
+//! its entry in the newest run that has one; in a counted view an entry is
+//! a row and a change of its count, and a row's count is the sum of its
+//! entries (`Combine`). Reading merges the runs page by page; merging the
+//! newest runs together keeps them few (an LSM tree of pages over the
+//! store). A run written with an index (`write_indexed_run`) can also be
+//! asked for one key (`lookup`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::view_rows_prefix;
+use super::key_filter::KeyFilter;
+
+use super::{StateStore, WriteBatch};
 use crate::error::{sqlstate, Result, WeirError};
-use crate::state::{StateStore, WriteBatch};
 
 /// Entries per page: what a reader holds of each run at once.
 const PAGE_ENTRIES: usize = 4096;
@@ -37,35 +40,42 @@ pub struct Run {
 /// holding it, so one nothing holds but the retired list can go.
 pub type RunList = Arc<Vec<Arc<Run>>>;
 
-fn run_prefix(view_id: u64, run: u64) -> Vec<u8> {
-    let mut key = view_rows_prefix(view_id);
+/// Where run `run` of key space `space` keeps its pages (and its index).
+pub fn run_prefix(space: &[u8], run: u64) -> Vec<u8> {
+    let mut key = space.to_vec();
     key.extend_from_slice(&run.to_be_bytes());
     key
 }
 
-fn page_key(view_id: u64, run: u64, page: u32) -> Vec<u8> {
-    let mut key = run_prefix(view_id, run);
+fn page_key(space: &[u8], run: u64, page: u32) -> Vec<u8> {
+    let mut key = run_prefix(space, run);
     key.extend_from_slice(&page.to_be_bytes());
     key
 }
 
-/// The write that deletes every page of `run`.
-pub fn delete_run(view_id: u64, run: &Run, writes: &mut WriteBatch) {
-    writes.delete_prefix(run_prefix(view_id, run.id));
+/// The write that deletes every page of run `id`.
+pub fn delete_run(space: &[u8], id: u64, writes: &mut WriteBatch) {
+    writes.delete_prefix(run_prefix(space, id));
 }
 
-/// The ids of the runs with pages stored under the view's prefix.
-pub fn stored_run_ids(store: &dyn StateStore, view_id: u64) -> Result<Vec<u64>> {
-    let prefix = view_rows_prefix(view_id);
+/// The ids of the runs with pages stored under key space `space`: one
+/// entry read per run (the scan jumps past each run's pages).
+pub fn stored_run_ids(store: &dyn StateStore, space: &[u8]) -> Result<Vec<u64>> {
+    let mut end = space.to_vec();
+    end.push(u8::MAX);
+    let mut from = space.to_vec();
     let mut ids: Vec<u64> = Vec::new();
-    for entry in store.scan_prefix(&prefix)? {
-        let id = entry.0.get(prefix.len()..prefix.len() + 8);
+    while let Some(entry) = store.scan_range(&from, &end).next() {
+        let key = entry?.0;
+        let id = key.get(space.len()..space.len() + 8);
         let id = id
             .and_then(|bytes| bytes.try_into().ok())
             .map(u64::from_be_bytes);
-        let id = id.ok_or_else(|| malformed("a keyed view's page key"))?;
-        if ids.last() != Some(&id) {
-            ids.push(id);
+        let id = id.ok_or_else(|| malformed("a run's page key"))?;
+        ids.push(id);
+        match id.checked_add(1) {
+            Some(next) => from = run_prefix(space, next),
+            None => break,
         }
     }
     Ok(ids)
@@ -99,7 +109,7 @@ fn encode_page(entries: &[Entry]) -> Vec<u8> {
 fn take<'a>(bytes: &mut &'a [u8], length: usize) -> Result<&'a [u8]> {
     let (head, rest) = bytes
         .split_at_checked(length)
-        .ok_or_else(|| malformed("a keyed view's page"))?;
+        .ok_or_else(|| malformed("a stored run's page"))?;
     *bytes = rest;
     Ok(head)
 }
@@ -124,53 +134,237 @@ fn decode_page(mut bytes: &[u8]) -> Result<VecDeque<Entry>> {
     Ok(entries)
 }
 
-/// Writes `entries` (sorted by key, each key once) as run `id`.
+/// Writes `entries` (sorted by key, each key once) as run `id` of key
+/// space `space`, in pages of `PAGE_ENTRIES`.
 pub fn write_run(
-    view_id: u64,
+    space: &[u8],
     id: u64,
     entries: impl Iterator<Item = Result<Entry>>,
     writes: &mut WriteBatch,
 ) -> Result<Run> {
-    let mut run = Run {
-        id,
-        pages: 0,
-        entries: 0,
-    };
-    let mut page = Vec::with_capacity(PAGE_ENTRIES);
+    let mut writer = RunWriter::new(space, id, usize::MAX, None);
     for entry in entries {
-        page.push(entry?);
-        if page.len() == PAGE_ENTRIES {
-            write_page(view_id, &mut run, &mut page, writes);
-        }
+        writer.push(entry?, writes);
     }
-    if !page.is_empty() {
-        write_page(view_id, &mut run, &mut page, writes);
-    }
-    Ok(run)
+    Ok(writer.finish(writes).0)
 }
 
-fn write_page(view_id: u64, run: &mut Run, page: &mut Vec<Entry>, writes: &mut WriteBatch) {
-    // Written once and deleted whole: a log record to the store.
-    writes.put_log(page_key(view_id, run.id, run.pages), encode_page(page));
-    run.pages += 1;
-    run.entries += page.len() as u64;
-    page.clear();
+/// Bytes past which an indexed run's page ends: a lookup reads one page.
+const INDEXED_PAGE_BYTES: usize = 16 * 1024;
+
+/// Writes `entries` (sorted by key, each key once) as run `id` of `space`
+/// in small pages, with an index of them (their first keys and a filter
+/// of the keys, stored beside the pages) for `lookup`.
+pub fn write_indexed_run(
+    space: &[u8],
+    id: u64,
+    entries: impl Iterator<Item = Result<Entry>>,
+    expected_entries: usize,
+    writes: &mut WriteBatch,
+) -> Result<(Run, RunIndex)> {
+    let index = RunIndex::with_capacity(expected_entries);
+    let mut writer = RunWriter::new(space, id, INDEXED_PAGE_BYTES, Some(index));
+    for entry in entries {
+        writer.push(entry?, writes);
+    }
+    let (run, index) = writer.finish(writes);
+    let index = index.expect("an indexed writer keeps its index");
+    writes.put_log(index_key(space, id), index.encode());
+    Ok((run, index))
+}
+
+/// Fills pages of a run and writes each as it fills.
+struct RunWriter<'a> {
+    space: &'a [u8],
+    run: Run,
+    page: Vec<Entry>,
+    page_bytes: usize,
+    most_page_bytes: usize,
+    index: Option<RunIndex>,
+}
+
+impl<'a> RunWriter<'a> {
+    fn new(space: &'a [u8], id: u64, most_page_bytes: usize, index: Option<RunIndex>) -> Self {
+        RunWriter {
+            space,
+            run: Run {
+                id,
+                pages: 0,
+                entries: 0,
+            },
+            page: Vec::new(),
+            page_bytes: 0,
+            most_page_bytes,
+            index,
+        }
+    }
+
+    fn push(&mut self, entry: Entry, writes: &mut WriteBatch) {
+        if let Some(index) = self.index.as_mut() {
+            if self.page.is_empty() {
+                index.first_keys.push(entry.0.clone().into_boxed_slice());
+            }
+            index.filter.insert(&entry.0);
+        }
+        self.page_bytes += 8 + entry.0.len() + entry.1.as_ref().map_or(0, Vec::len);
+        self.page.push(entry);
+        if self.page.len() == PAGE_ENTRIES || self.page_bytes >= self.most_page_bytes {
+            self.write_page(writes);
+        }
+    }
+
+    fn write_page(&mut self, writes: &mut WriteBatch) {
+        let key = page_key(self.space, self.run.id, self.run.pages);
+        // Written once and deleted whole: a log record to the store.
+        writes.put_log(key, encode_page(&self.page));
+        self.run.pages += 1;
+        self.run.entries += self.page.len() as u64;
+        self.page.clear();
+        self.page_bytes = 0;
+    }
+
+    fn finish(mut self, writes: &mut WriteBatch) -> (Run, Option<RunIndex>) {
+        if !self.page.is_empty() {
+            self.write_page(writes);
+        }
+        (self.run, self.index)
+    }
+}
+
+/// The key of an indexed run's index: after its pages.
+fn index_key(space: &[u8], run: u64) -> Vec<u8> {
+    page_key(space, run, u32::MAX)
+}
+
+/// What a point lookup needs of a run in memory: the first key of each
+/// page, and a filter that rules out most keys the run lacks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunIndex {
+    first_keys: Vec<Box<[u8]>>,
+    filter: KeyFilter,
+}
+
+impl RunIndex {
+    fn with_capacity(entries: usize) -> Self {
+        RunIndex {
+            first_keys: Vec::new(),
+            filter: KeyFilter::with_capacity(entries),
+        }
+    }
+
+    /// Bytes it holds in memory.
+    pub fn memory_bytes(&self) -> usize {
+        let keys: usize = self.first_keys.iter().map(|key| key.len() + 32).sum();
+        keys + self.filter.memory_bytes()
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.memory_bytes() + 8);
+        bytes.extend_from_slice(&(self.first_keys.len() as u32).to_be_bytes());
+        for key in &self.first_keys {
+            bytes.extend_from_slice(&(key.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(key);
+        }
+        self.filter.encode_into(&mut bytes);
+        bytes
+    }
+
+    fn decode(mut bytes: &[u8]) -> Result<Self> {
+        let pages = take_length(&mut bytes)? as usize;
+        let mut first_keys = Vec::with_capacity(pages.min(1 << 20));
+        for _ in 0..pages {
+            let length = take_length(&mut bytes)? as usize;
+            first_keys.push(take(&mut bytes, length)?.into());
+        }
+        let filter = KeyFilter::decode(bytes).ok_or_else(|| malformed("a run's key filter"))?;
+        Ok(RunIndex { first_keys, filter })
+    }
+
+    /// Reads run `id`'s index from the store.
+    pub fn read(store: &dyn StateStore, space: &[u8], id: u64) -> Result<Self> {
+        let bytes = store
+            .get(&index_key(space, id))?
+            .ok_or_else(|| missing(space, id, "its index"))?;
+        Self::decode(&bytes)
+    }
+
+    /// The page that would hold `key`, if any could.
+    fn page_of(&self, key: &[u8], hash: u64) -> Option<u32> {
+        if !self.filter.may_hold(hash) {
+            return None;
+        }
+        let after = self.first_keys.partition_point(|first| **first <= *key);
+        after.checked_sub(1).map(|page| page as u32)
+    }
+}
+
+fn missing(space: &[u8], id: u64, what: &str) -> WeirError {
+    WeirError::new(
+        sqlstate::DATA_CORRUPTED,
+        format!(
+            "stored run {id} under {} has lost {what}",
+            String::from_utf8_lossy(space)
+        ),
+    )
+}
+
+/// A key's entry in the newest of `runs` (oldest first, each with its
+/// index) that has one: Some(None) where it was deleted, None where no run
+/// has it.
+pub fn lookup<'a>(
+    store: &dyn StateStore,
+    space: &[u8],
+    runs: impl DoubleEndedIterator<Item = (&'a Run, &'a RunIndex)>,
+    key: &[u8],
+) -> Result<Option<Option<Vec<u8>>>> {
+    let hash = KeyFilter::hash(key);
+    for (run, index) in runs.rev() {
+        let Some(page) = index.page_of(key, hash) else {
+            continue;
+        };
+        let bytes = store
+            .get(&page_key(space, run.id, page))?
+            .ok_or_else(|| missing(space, run.id, "a page"))?;
+        if let Some(found) = find_in_page(&bytes, key)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// `key`'s entry in an encoded page, read in place.
+fn find_in_page(mut bytes: &[u8], key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+    let count = take_length(&mut bytes)?;
+    for _ in 0..count {
+        let key_length = take_length(&mut bytes)? as usize;
+        let stored = take(&mut bytes, key_length)?;
+        let value = match take_length(&mut bytes)? {
+            DELETED => None,
+            length => Some(take(&mut bytes, length as usize)?),
+        };
+        match stored.cmp(key) {
+            std::cmp::Ordering::Less => continue,
+            std::cmp::Ordering::Equal => return Ok(Some(value.map(<[u8]>::to_vec))),
+            std::cmp::Ordering::Greater => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 /// A run's entries in key order, a page read at a time.
 pub struct RunCursor {
     store: Arc<dyn StateStore>,
-    view_id: u64,
+    space: Vec<u8>,
     run: Arc<Run>,
     next_page: u32,
     entries: VecDeque<Entry>,
 }
 
 impl RunCursor {
-    pub fn new(store: Arc<dyn StateStore>, view_id: u64, run: Arc<Run>) -> Self {
+    pub fn new(store: Arc<dyn StateStore>, space: &[u8], run: Arc<Run>) -> Self {
         RunCursor {
             store,
-            view_id,
+            space: space.to_vec(),
             run,
             next_page: 0,
             entries: VecDeque::new(),
@@ -179,16 +373,11 @@ impl RunCursor {
 
     fn fill(&mut self) -> Result<()> {
         while self.entries.is_empty() && self.next_page < self.run.pages {
-            let key = page_key(self.view_id, self.run.id, self.next_page);
-            let page = self.store.get(&key)?.ok_or_else(|| {
-                WeirError::new(
-                    sqlstate::DATA_CORRUPTED,
-                    format!(
-                        "materialized view {}: page {} of run {} is missing",
-                        self.view_id, self.next_page, self.run.id
-                    ),
-                )
-            })?;
+            let key = page_key(&self.space, self.run.id, self.next_page);
+            let page = self
+                .store
+                .get(&key)?
+                .ok_or_else(|| missing(&self.space, self.run.id, "a page"))?;
             self.entries = decode_page(&page)?;
             self.next_page += 1;
         }
@@ -349,6 +538,8 @@ mod tests {
     use crate::state::SledStore;
     use std::collections::BTreeMap;
 
+    const SPACE: &[u8] = b"runs/1/";
+
     fn entries(pairs: &[(&str, Option<&str>)]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
         pairs
             .iter()
@@ -371,7 +562,7 @@ mod tests {
         let old: BTreeMap<Vec<u8>, Option<Vec<u8>>> = (0..10_000)
             .map(|i| (format!("k{i:05}").into_bytes(), Some(b"old".to_vec())))
             .collect();
-        let old_run = write_run(1, 0, old.into_iter().map(Ok), &mut writes).unwrap();
+        let old_run = write_run(SPACE, 0, old.into_iter().map(Ok), &mut writes).unwrap();
         assert_eq!((old_run.pages, old_run.entries), (3, 10_000));
         store.commit(writes).unwrap();
         let newer = entries(&[
@@ -380,7 +571,7 @@ mod tests {
             ("zz", Some("added")),
         ]);
         let merge = |complete| {
-            let cursor = RunCursor::new(store.clone(), 1, Arc::new(old_run.clone()));
+            let cursor = RunCursor::new(store.clone(), SPACE, Arc::new(old_run.clone()));
             let newer = newer.clone().into_iter().collect();
             let sources = vec![Source::memory(newer), Source::Run(cursor)];
             Merge::new(sources, complete, Combine::Newest)
@@ -398,7 +589,7 @@ mod tests {
             ("k00001".into(), None),
             "kept to hide older runs"
         );
-        assert_eq!(stored_run_ids(&*store, 1).unwrap(), vec![0]);
+        assert_eq!(stored_run_ids(&*store, SPACE).unwrap(), vec![0]);
     }
 
     #[test]
