@@ -135,41 +135,51 @@ fn decode_page(mut bytes: &[u8]) -> Result<VecDeque<Entry>> {
 }
 
 /// Writes `entries` (sorted by key, each key once) as run `id` of key
-/// space `space`, in pages of `PAGE_ENTRIES`.
+/// space `space`, in pages of `PAGE_ENTRIES`, handing them to `stage` some
+/// megabytes at a time.
 pub fn write_run(
     space: &[u8],
     id: u64,
     entries: impl Iterator<Item = Result<Entry>>,
-    writes: &mut WriteBatch,
+    stage: &mut dyn FnMut(WriteBatch) -> Result<()>,
 ) -> Result<Run> {
-    let mut writer = RunWriter::new(space, id, usize::MAX, None);
-    for entry in entries {
-        writer.push(entry?, writes);
+    let writer = RunWriter::new(space, id, usize::MAX, None);
+    Ok(writer.write_all(entries, stage)?.0)
+}
+
+/// Writes every entry into `writes`.
+pub fn into_batch(writes: &mut WriteBatch) -> impl FnMut(WriteBatch) -> Result<()> + '_ {
+    |pages| {
+        writes.extend(pages);
+        Ok(())
     }
-    Ok(writer.finish(writes).0)
 }
 
 /// Bytes past which an indexed run's page ends: a lookup reads one page.
 const INDEXED_PAGE_BYTES: usize = 16 * 1024;
 
+/// Pages an indexed run hands to `stage` at a time.
+const STAGED_PIECE_BYTES: usize = 8 << 20;
+
 /// Writes `entries` (sorted by key, each key once) as run `id` of `space`
 /// in small pages, with an index of them (their first keys and a filter
-/// of the keys, stored beside the pages) for `lookup`.
+/// of the keys, stored beside the pages) for `lookup`. The pages go to
+/// `stage` some megabytes at a time, so a big run (a merge of millions of
+/// entries) is never whole in memory.
 pub fn write_indexed_run(
     space: &[u8],
     id: u64,
     entries: impl Iterator<Item = Result<Entry>>,
     expected_entries: usize,
-    writes: &mut WriteBatch,
+    stage: &mut dyn FnMut(WriteBatch) -> Result<()>,
 ) -> Result<(Run, RunIndex)> {
     let index = RunIndex::with_capacity(expected_entries);
-    let mut writer = RunWriter::new(space, id, INDEXED_PAGE_BYTES, Some(index));
-    for entry in entries {
-        writer.push(entry?, writes);
-    }
-    let (run, index) = writer.finish(writes);
+    let writer = RunWriter::new(space, id, INDEXED_PAGE_BYTES, Some(index));
+    let (run, index) = writer.write_all(entries, stage)?;
     let index = index.expect("an indexed writer keeps its index");
+    let mut writes = WriteBatch::new();
     writes.put_log(index_key(space, id), index.encode());
+    stage(writes)?;
     Ok((run, index))
 }
 
@@ -221,6 +231,24 @@ impl<'a> RunWriter<'a> {
         self.run.entries += self.page.len() as u64;
         self.page.clear();
         self.page_bytes = 0;
+    }
+
+    /// Writes every entry, handing pages to `stage` a piece at a time.
+    fn write_all(
+        mut self,
+        entries: impl Iterator<Item = Result<Entry>>,
+        stage: &mut dyn FnMut(WriteBatch) -> Result<()>,
+    ) -> Result<(Run, Option<RunIndex>)> {
+        let mut writes = WriteBatch::new();
+        for entry in entries {
+            self.push(entry?, &mut writes);
+            if writes.size_bytes() >= STAGED_PIECE_BYTES {
+                stage(std::mem::take(&mut writes))?;
+            }
+        }
+        let finished = self.finish(&mut writes);
+        stage(writes)?;
+        Ok(finished)
     }
 
     fn finish(mut self, writes: &mut WriteBatch) -> (Run, Option<RunIndex>) {
@@ -512,17 +540,22 @@ impl Iterator for Merge {
 }
 
 /// How many of the newest of `runs` (entry counts, oldest first) to merge
-/// with `new` entries: while the next older run is less than `FACTOR`
+/// with `new` entries: while the next older run is less than four
 /// times what is merged so far, it joins — so each run is several times
 /// bigger than the next newer one, and there are few of them.
 pub fn runs_to_merge(runs: &[Arc<Run>], new: u64) -> usize {
-    const FACTOR: u64 = 4;
-    const MOST_RUNS: usize = 12;
+    runs_to_merge_by(runs, new, 4, 12)
+}
+
+/// `runs_to_merge` with a run `factor` times the next newer one and at
+/// most `most_runs` runs: a larger factor rewrites entries fewer times
+/// and leaves more runs.
+pub fn runs_to_merge_by(runs: &[Arc<Run>], new: u64, factor: u64, most_runs: usize) -> usize {
     let mut merged = new;
     let mut taken = 0;
     for run in runs.iter().rev() {
-        let too_many = runs.len() - taken >= MOST_RUNS;
-        let small = merged > 0 && run.entries < FACTOR * merged;
+        let too_many = runs.len() - taken >= most_runs;
+        let small = merged > 0 && run.entries < factor * merged;
         if !small && !too_many {
             break;
         }
@@ -562,7 +595,13 @@ mod tests {
         let old: BTreeMap<Vec<u8>, Option<Vec<u8>>> = (0..10_000)
             .map(|i| (format!("k{i:05}").into_bytes(), Some(b"old".to_vec())))
             .collect();
-        let old_run = write_run(SPACE, 0, old.into_iter().map(Ok), &mut writes).unwrap();
+        let old_run = write_run(
+            SPACE,
+            0,
+            old.into_iter().map(Ok),
+            &mut into_batch(&mut writes),
+        )
+        .unwrap();
         assert_eq!((old_run.pages, old_run.entries), (3, 10_000));
         store.commit(writes).unwrap();
         let newer = entries(&[

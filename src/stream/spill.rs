@@ -153,7 +153,10 @@ impl SpilledRuns {
     pub fn spill(&mut self, entries: Vec<Entry>) -> Result<()> {
         self.open()?;
         let listed: Vec<Arc<Run>> = self.runs.iter().map(|(run, _)| run.clone()).collect();
-        let taken = runs::runs_to_merge(&listed, entries.len() as u64);
+        // Each run at least eight times the next newer: an entry is rewritten
+        // about log8(state / budget) times; a lookup probes each run's
+        // filter, which costs less than the writes a smaller factor makes.
+        let taken = runs::runs_to_merge_by(&listed, entries.len() as u64, 8, 20);
         if entries.is_empty() && taken == 0 {
             return Ok(());
         }
@@ -172,12 +175,12 @@ impl SpilledRuns {
         let merge = Merge::new(sources, self.runs.is_empty(), Combine::Newest);
         let id = self.next_run;
         self.next_run += 1;
-        let mut writes = WriteBatch::new();
-        let (run, index) =
-            runs::write_indexed_run(&self.target.space, id, merge, expected, &mut writes)?;
         // Durable with the checkpoint that lists it; until then a crash
         // leaves it unlisted.
-        self.target.store.stage(writes)?;
+        let store = self.target.store.clone();
+        let mut stage = |writes: WriteBatch| store.stage(writes);
+        let (run, index) =
+            runs::write_indexed_run(&self.target.space, id, merge, expected, &mut stage)?;
         for (run, index) in merged_away {
             self.index_bytes -= index.memory_bytes();
             self.doomed.push(run.id);

@@ -253,7 +253,7 @@ impl ViewResult {
             &view_rows_prefix(self.id),
             id,
             changes.into_iter().map(Ok),
-            writes,
+            &mut runs::into_batch(writes),
         )
     }
 
@@ -301,6 +301,7 @@ impl ViewResult {
         if !staged.changed || staged.keyed.sealed.is_some() {
             return Ok(writes);
         }
+        let reserved = staged.reserved && staged.keyed.runs_in_store > 0;
         let committed = self.keyed_runs().committed.clone();
         let keyed = &mut staged.keyed;
         let mut list: Vec<Arc<Run>> = committed.to_vec();
@@ -324,7 +325,21 @@ impl ViewResult {
                 sources.push(Source::Run(cursor));
             }
             let merge = Merge::new(sources, list.is_empty(), self.combine());
-            list.push(Arc::new(runs::write_run(&space, id, merge, &mut writes)?));
+            // A statement that spilled has a head saying so (`reserve`):
+            // a crash leaves its unlisted runs to be deleted on open, so a
+            // big merge goes to the store in pieces, never whole in memory.
+            let store = self.store.clone();
+            let mut pieces = WriteBatch::new();
+            let mut stage = |batch: WriteBatch| match reserved {
+                true => store.stage(batch),
+                false => {
+                    pieces.extend(batch);
+                    Ok(())
+                }
+            };
+            let run = runs::write_run(&space, id, merge, &mut stage)?;
+            writes.extend(pieces);
+            list.push(Arc::new(run));
         }
         list.retain(|run| run.entries > 0);
         staged.keyed.deleting = self.delete_unread_runs(&mut writes);
