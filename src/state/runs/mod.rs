@@ -15,10 +15,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::key_filter::KeyFilter;
-
 use super::{StateStore, WriteBatch};
+
+mod index;
 use crate::error::{sqlstate, Result, WeirError};
+use index::missing;
+pub use index::{lookup, write_indexed_run, RunIndex};
 
 /// Entries per page: what a reader holds of each run at once.
 const PAGE_ENTRIES: usize = 4096;
@@ -155,33 +157,8 @@ pub fn into_batch(writes: &mut WriteBatch) -> impl FnMut(WriteBatch) -> Result<(
     }
 }
 
-/// Bytes past which an indexed run's page ends: a lookup reads one page.
-const INDEXED_PAGE_BYTES: usize = 16 * 1024;
-
 /// Pages an indexed run hands to `stage` at a time.
 const STAGED_PIECE_BYTES: usize = 8 << 20;
-
-/// Writes `entries` (sorted by key, each key once) as run `id` of `space`
-/// in small pages, with an index of them (their first keys and a filter
-/// of the keys, stored beside the pages) for `lookup`. The pages go to
-/// `stage` some megabytes at a time, so a big run (a merge of millions of
-/// entries) is never whole in memory.
-pub fn write_indexed_run(
-    space: &[u8],
-    id: u64,
-    entries: impl Iterator<Item = Result<Entry>>,
-    expected_entries: usize,
-    stage: &mut dyn FnMut(WriteBatch) -> Result<()>,
-) -> Result<(Run, RunIndex)> {
-    let index = RunIndex::with_capacity(expected_entries);
-    let writer = RunWriter::new(space, id, INDEXED_PAGE_BYTES, Some(index));
-    let (run, index) = writer.write_all(entries, stage)?;
-    let index = index.expect("an indexed writer keeps its index");
-    let mut writes = WriteBatch::new();
-    writes.put_log(index_key(space, id), index.encode());
-    stage(writes)?;
-    Ok((run, index))
-}
 
 /// Fills pages of a run and writes each as it fills.
 struct RunWriter<'a> {
@@ -257,126 +234,6 @@ impl<'a> RunWriter<'a> {
         }
         (self.run, self.index)
     }
-}
-
-/// The key of an indexed run's index: after its pages.
-fn index_key(space: &[u8], run: u64) -> Vec<u8> {
-    page_key(space, run, u32::MAX)
-}
-
-/// What a point lookup needs of a run in memory: the first key of each
-/// page, and a filter that rules out most keys the run lacks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunIndex {
-    first_keys: Vec<Box<[u8]>>,
-    filter: KeyFilter,
-}
-
-impl RunIndex {
-    fn with_capacity(entries: usize) -> Self {
-        RunIndex {
-            first_keys: Vec::new(),
-            filter: KeyFilter::with_capacity(entries),
-        }
-    }
-
-    /// Bytes it holds in memory.
-    pub fn memory_bytes(&self) -> usize {
-        let keys: usize = self.first_keys.iter().map(|key| key.len() + 32).sum();
-        keys + self.filter.memory_bytes()
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(self.memory_bytes() + 8);
-        bytes.extend_from_slice(&(self.first_keys.len() as u32).to_be_bytes());
-        for key in &self.first_keys {
-            bytes.extend_from_slice(&(key.len() as u32).to_be_bytes());
-            bytes.extend_from_slice(key);
-        }
-        self.filter.encode_into(&mut bytes);
-        bytes
-    }
-
-    fn decode(mut bytes: &[u8]) -> Result<Self> {
-        let pages = take_length(&mut bytes)? as usize;
-        let mut first_keys = Vec::with_capacity(pages.min(1 << 20));
-        for _ in 0..pages {
-            let length = take_length(&mut bytes)? as usize;
-            first_keys.push(take(&mut bytes, length)?.into());
-        }
-        let filter = KeyFilter::decode(bytes).ok_or_else(|| malformed("a run's key filter"))?;
-        Ok(RunIndex { first_keys, filter })
-    }
-
-    /// Reads run `id`'s index from the store.
-    pub fn read(store: &dyn StateStore, space: &[u8], id: u64) -> Result<Self> {
-        let bytes = store
-            .get(&index_key(space, id))?
-            .ok_or_else(|| missing(space, id, "its index"))?;
-        Self::decode(&bytes)
-    }
-
-    /// The page that would hold `key`, if any could.
-    fn page_of(&self, key: &[u8], hash: u64) -> Option<u32> {
-        if !self.filter.may_hold(hash) {
-            return None;
-        }
-        let after = self.first_keys.partition_point(|first| **first <= *key);
-        after.checked_sub(1).map(|page| page as u32)
-    }
-}
-
-fn missing(space: &[u8], id: u64, what: &str) -> WeirError {
-    WeirError::new(
-        sqlstate::DATA_CORRUPTED,
-        format!(
-            "stored run {id} under {} has lost {what}",
-            String::from_utf8_lossy(space)
-        ),
-    )
-}
-
-/// A key's entry in the newest of `runs` (oldest first, each with its
-/// index) that has one: Some(None) where it was deleted, None where no run
-/// has it.
-pub fn lookup<'a>(
-    store: &dyn StateStore,
-    space: &[u8],
-    runs: impl DoubleEndedIterator<Item = (&'a Run, &'a RunIndex)>,
-    key: &[u8],
-) -> Result<Option<Option<Vec<u8>>>> {
-    let hash = KeyFilter::hash(key);
-    for (run, index) in runs.rev() {
-        let Some(page) = index.page_of(key, hash) else {
-            continue;
-        };
-        let bytes = store
-            .get(&page_key(space, run.id, page))?
-            .ok_or_else(|| missing(space, run.id, "a page"))?;
-        if let Some(found) = find_in_page(&bytes, key)? {
-            return Ok(Some(found));
-        }
-    }
-    Ok(None)
-}
-
-/// `key`'s entry in an encoded page, read in place.
-fn find_in_page(mut bytes: &[u8], key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
-    let count = take_length(&mut bytes)?;
-    for _ in 0..count {
-        let key_length = take_length(&mut bytes)? as usize;
-        let stored = take(&mut bytes, key_length)?;
-        let value = match take_length(&mut bytes)? {
-            DELETED => None,
-            length => Some(take(&mut bytes, length as usize)?),
-        };
-        match stored.cmp(key) {
-            std::cmp::Ordering::Less => continue,
-            std::cmp::Ordering::Equal => return Ok(Some(value.map(<[u8]>::to_vec))),
-            std::cmp::Ordering::Greater => return Ok(None),
-        }
-    }
-    Ok(None)
 }
 
 /// A run's entries in key order, a page read at a time.
@@ -566,96 +423,4 @@ pub fn runs_to_merge_by(runs: &[Arc<Run>], new: u64, factor: u64, most_runs: usi
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::SledStore;
-    use std::collections::BTreeMap;
-
-    const SPACE: &[u8] = b"runs/1/";
-
-    fn entries(pairs: &[(&str, Option<&str>)]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
-        pairs
-            .iter()
-            .map(|(key, row)| (key.as_bytes().to_vec(), row.map(|r| r.as_bytes().to_vec())))
-            .collect()
-    }
-
-    fn text(entry: Result<Entry>) -> (String, Option<String>) {
-        let (key, row) = entry.unwrap();
-        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
-        (text(key), row.map(text))
-    }
-
-    #[test]
-    fn the_newest_run_holding_a_key_decides_and_deletions_go_when_complete() {
-        let directory = tempfile::tempdir().unwrap();
-        let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
-        let mut writes = WriteBatch::new();
-        // Big enough for several pages.
-        let old: BTreeMap<Vec<u8>, Option<Vec<u8>>> = (0..10_000)
-            .map(|i| (format!("k{i:05}").into_bytes(), Some(b"old".to_vec())))
-            .collect();
-        let old_run = write_run(
-            SPACE,
-            0,
-            old.into_iter().map(Ok),
-            &mut into_batch(&mut writes),
-        )
-        .unwrap();
-        assert_eq!((old_run.pages, old_run.entries), (3, 10_000));
-        store.commit(writes).unwrap();
-        let newer = entries(&[
-            ("k00001", None),
-            ("k00002", Some("new")),
-            ("zz", Some("added")),
-        ]);
-        let merge = |complete| {
-            let cursor = RunCursor::new(store.clone(), SPACE, Arc::new(old_run.clone()));
-            let newer = newer.clone().into_iter().collect();
-            let sources = vec![Source::memory(newer), Source::Run(cursor)];
-            Merge::new(sources, complete, Combine::Newest)
-                .map(text)
-                .collect::<Vec<_>>()
-        };
-        let complete = merge(true);
-        assert_eq!(complete.len(), 10_000);
-        assert_eq!(complete[0], ("k00000".into(), Some("old".into())));
-        assert_eq!(complete[1], ("k00002".into(), Some("new".into())));
-        assert_eq!(complete[9_999], ("zz".into(), Some("added".into())));
-        let partial = merge(false);
-        assert_eq!(
-            partial[1],
-            ("k00001".into(), None),
-            "kept to hide older runs"
-        );
-        assert_eq!(stored_run_ids(&*store, SPACE).unwrap(), vec![0]);
-    }
-
-    #[test]
-    fn runs_grow_geometrically_and_stay_few() {
-        let run = |entries| {
-            Arc::new(Run {
-                id: 0,
-                pages: 1,
-                entries,
-            })
-        };
-        // A small new run joins small runs, not a big one.
-        assert_eq!(runs_to_merge(&[run(1_000_000), run(100)], 100), 1);
-        assert_eq!(runs_to_merge(&[run(1_000_000), run(100_000)], 100), 0);
-        assert_eq!(runs_to_merge(&[run(300), run(100)], 100), 2);
-        // Nothing new: runs are merged only when there are too many.
-        assert_eq!(runs_to_merge(&[run(3), run(1)], 0), 0);
-        let many: Vec<_> = (0..20).map(|i| run(1 << (40 - i))).collect();
-        assert!(runs_to_merge(&many, 1) >= 9, "never more than a dozen runs");
-    }
-
-    #[test]
-    fn a_damaged_page_is_corruption() {
-        assert_eq!(decode_page(&[0, 0, 0, 2, 0]).unwrap_err().code, "XX001");
-        let page = encode_page(&[(b"k".to_vec(), None), (b"j".to_vec(), Some(b"r".to_vec()))]);
-        let decoded = decode_page(&page).unwrap();
-        assert_eq!(decoded[0], (b"k".to_vec(), None));
-        assert_eq!(decoded[1], (b"j".to_vec(), Some(b"r".to_vec())));
-    }
-}
+mod tests;

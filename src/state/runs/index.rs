@@ -1,0 +1,154 @@
+//! Runs written for point lookups: small pages and an index of them (each
+//! page's first key and a filter of the keys), stored beside the pages
+//! and kept in memory by whoever looks keys up (`stream/spill`).
+
+use super::{malformed, page_key, take, take_length, Entry, Run, RunWriter, DELETED};
+use crate::error::Result;
+use crate::error::{sqlstate, WeirError};
+use crate::state::key_filter::KeyFilter;
+use crate::state::{StateStore, WriteBatch};
+
+/// Bytes past which an indexed run's page ends: a lookup reads one page.
+const INDEXED_PAGE_BYTES: usize = 16 * 1024;
+
+/// Writes `entries` (sorted by key, each key once) as run `id` of `space`
+/// in small pages, with an index of them (their first keys and a filter
+/// of the keys, stored beside the pages) for `lookup`. The pages go to
+/// `stage` some megabytes at a time, so a big run (a merge of millions of
+/// entries) is never whole in memory.
+pub fn write_indexed_run(
+    space: &[u8],
+    id: u64,
+    entries: impl Iterator<Item = Result<Entry>>,
+    expected_entries: usize,
+    stage: &mut dyn FnMut(WriteBatch) -> Result<()>,
+) -> Result<(Run, RunIndex)> {
+    let index = RunIndex::with_capacity(expected_entries);
+    let writer = RunWriter::new(space, id, INDEXED_PAGE_BYTES, Some(index));
+    let (run, index) = writer.write_all(entries, stage)?;
+    let index = index.expect("an indexed writer keeps its index");
+    let mut writes = WriteBatch::new();
+    writes.put_log(index_key(space, id), index.encode());
+    stage(writes)?;
+    Ok((run, index))
+}
+
+/// The key of an indexed run's index: after its pages.
+fn index_key(space: &[u8], run: u64) -> Vec<u8> {
+    page_key(space, run, u32::MAX)
+}
+
+/// What a point lookup needs of a run in memory: the first key of each
+/// page, and a filter that rules out most keys the run lacks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunIndex {
+    pub(super) first_keys: Vec<Box<[u8]>>,
+    pub(super) filter: KeyFilter,
+}
+
+impl RunIndex {
+    fn with_capacity(entries: usize) -> Self {
+        RunIndex {
+            first_keys: Vec::new(),
+            filter: KeyFilter::with_capacity(entries),
+        }
+    }
+
+    /// Bytes it holds in memory.
+    pub fn memory_bytes(&self) -> usize {
+        let keys: usize = self.first_keys.iter().map(|key| key.len() + 32).sum();
+        keys + self.filter.memory_bytes()
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.memory_bytes() + 8);
+        bytes.extend_from_slice(&(self.first_keys.len() as u32).to_be_bytes());
+        for key in &self.first_keys {
+            bytes.extend_from_slice(&(key.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(key);
+        }
+        self.filter.encode_into(&mut bytes);
+        bytes
+    }
+
+    fn decode(mut bytes: &[u8]) -> Result<Self> {
+        let pages = take_length(&mut bytes)? as usize;
+        let mut first_keys = Vec::with_capacity(pages.min(1 << 20));
+        for _ in 0..pages {
+            let length = take_length(&mut bytes)? as usize;
+            first_keys.push(take(&mut bytes, length)?.into());
+        }
+        let filter = KeyFilter::decode(bytes).ok_or_else(|| malformed("a run's key filter"))?;
+        Ok(RunIndex { first_keys, filter })
+    }
+
+    /// Reads run `id`'s index from the store.
+    pub fn read(store: &dyn StateStore, space: &[u8], id: u64) -> Result<Self> {
+        let bytes = store
+            .get(&index_key(space, id))?
+            .ok_or_else(|| missing(space, id, "its index"))?;
+        Self::decode(&bytes)
+    }
+
+    /// The page that would hold `key`, if any could.
+    fn page_of(&self, key: &[u8], hash: u64) -> Option<u32> {
+        if !self.filter.may_hold(hash) {
+            return None;
+        }
+        let after = self.first_keys.partition_point(|first| **first <= *key);
+        after.checked_sub(1).map(|page| page as u32)
+    }
+}
+
+pub(super) fn missing(space: &[u8], id: u64, what: &str) -> WeirError {
+    WeirError::new(
+        sqlstate::DATA_CORRUPTED,
+        format!(
+            "stored run {id} under {} has lost {what}",
+            String::from_utf8_lossy(space)
+        ),
+    )
+}
+
+/// A key's entry in the newest of `runs` (oldest first, each with its
+/// index) that has one: Some(None) where it was deleted, None where no run
+/// has it.
+pub fn lookup<'a>(
+    store: &dyn StateStore,
+    space: &[u8],
+    runs: impl DoubleEndedIterator<Item = (&'a Run, &'a RunIndex)>,
+    key: &[u8],
+) -> Result<Option<Option<Vec<u8>>>> {
+    let hash = KeyFilter::hash(key);
+    for (run, index) in runs.rev() {
+        let Some(page) = index.page_of(key, hash) else {
+            continue;
+        };
+        let bytes = store
+            .get(&page_key(space, run.id, page))?
+            .ok_or_else(|| missing(space, run.id, "a page"))?;
+        if let Some(found) = find_in_page(&bytes, key)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// `key`'s entry in an encoded page, read in place.
+fn find_in_page(mut bytes: &[u8], key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+    let count = take_length(&mut bytes)?;
+    for _ in 0..count {
+        let key_length = take_length(&mut bytes)? as usize;
+        let stored = take(&mut bytes, key_length)?;
+        let value = match take_length(&mut bytes)? {
+            DELETED => None,
+            length => Some(take(&mut bytes, length as usize)?),
+        };
+        match stored.cmp(key) {
+            std::cmp::Ordering::Less => continue,
+            std::cmp::Ordering::Equal => return Ok(Some(value.map(<[u8]>::to_vec))),
+            std::cmp::Ordering::Greater => return Ok(None),
+        }
+    }
+    Ok(None)
+}

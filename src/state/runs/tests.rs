@@ -1,0 +1,91 @@
+use super::*;
+use crate::state::SledStore;
+use std::collections::BTreeMap;
+
+const SPACE: &[u8] = b"runs/1/";
+
+fn entries(pairs: &[(&str, Option<&str>)]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    pairs
+        .iter()
+        .map(|(key, row)| (key.as_bytes().to_vec(), row.map(|r| r.as_bytes().to_vec())))
+        .collect()
+}
+
+fn text(entry: Result<Entry>) -> (String, Option<String>) {
+    let (key, row) = entry.unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (text(key), row.map(text))
+}
+
+#[test]
+fn the_newest_run_holding_a_key_decides_and_deletions_go_when_complete() {
+    let directory = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(SledStore::open(directory.path()).unwrap());
+    let mut writes = WriteBatch::new();
+    // Big enough for several pages.
+    let old: BTreeMap<Vec<u8>, Option<Vec<u8>>> = (0..10_000)
+        .map(|i| (format!("k{i:05}").into_bytes(), Some(b"old".to_vec())))
+        .collect();
+    let old_run = write_run(
+        SPACE,
+        0,
+        old.into_iter().map(Ok),
+        &mut into_batch(&mut writes),
+    )
+    .unwrap();
+    assert_eq!((old_run.pages, old_run.entries), (3, 10_000));
+    store.commit(writes).unwrap();
+    let newer = entries(&[
+        ("k00001", None),
+        ("k00002", Some("new")),
+        ("zz", Some("added")),
+    ]);
+    let merge = |complete| {
+        let cursor = RunCursor::new(store.clone(), SPACE, Arc::new(old_run.clone()));
+        let newer = newer.clone().into_iter().collect();
+        let sources = vec![Source::memory(newer), Source::Run(cursor)];
+        Merge::new(sources, complete, Combine::Newest)
+            .map(text)
+            .collect::<Vec<_>>()
+    };
+    let complete = merge(true);
+    assert_eq!(complete.len(), 10_000);
+    assert_eq!(complete[0], ("k00000".into(), Some("old".into())));
+    assert_eq!(complete[1], ("k00002".into(), Some("new".into())));
+    assert_eq!(complete[9_999], ("zz".into(), Some("added".into())));
+    let partial = merge(false);
+    assert_eq!(
+        partial[1],
+        ("k00001".into(), None),
+        "kept to hide older runs"
+    );
+    assert_eq!(stored_run_ids(&*store, SPACE).unwrap(), vec![0]);
+}
+
+#[test]
+fn runs_grow_geometrically_and_stay_few() {
+    let run = |entries| {
+        Arc::new(Run {
+            id: 0,
+            pages: 1,
+            entries,
+        })
+    };
+    // A small new run joins small runs, not a big one.
+    assert_eq!(runs_to_merge(&[run(1_000_000), run(100)], 100), 1);
+    assert_eq!(runs_to_merge(&[run(1_000_000), run(100_000)], 100), 0);
+    assert_eq!(runs_to_merge(&[run(300), run(100)], 100), 2);
+    // Nothing new: runs are merged only when there are too many.
+    assert_eq!(runs_to_merge(&[run(3), run(1)], 0), 0);
+    let many: Vec<_> = (0..20).map(|i| run(1 << (40 - i))).collect();
+    assert!(runs_to_merge(&many, 1) >= 9, "never more than a dozen runs");
+}
+
+#[test]
+fn a_damaged_page_is_corruption() {
+    assert_eq!(decode_page(&[0, 0, 0, 2, 0]).unwrap_err().code, "XX001");
+    let page = encode_page(&[(b"k".to_vec(), None), (b"j".to_vec(), Some(b"r".to_vec()))]);
+    let decoded = decode_page(&page).unwrap();
+    assert_eq!(decoded[0], (b"k".to_vec(), None));
+    assert_eq!(decoded[1], (b"j".to_vec(), Some(b"r".to_vec())));
+}
