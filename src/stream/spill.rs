@@ -138,11 +138,13 @@ impl SpilledRuns {
         self.runs.is_empty()
     }
 
+    #[cfg(test)]
     pub fn run_count(&self) -> usize {
         self.runs.len()
     }
 
     /// The listed runs' ids, oldest first.
+    #[cfg(test)]
     pub fn run_ids(&self) -> Vec<u64> {
         self.runs.iter().map(|(run, _)| run.id).collect()
     }
