@@ -198,6 +198,10 @@ pub trait StateStore: Send + Sync + 'static {
     /// Entries with `start <= key < end`, in key order, read lazily.
     fn scan_range(&self, start: &[u8], end: &[u8]) -> Entries;
 
+    /// The keys with `start <= key < end`, in key order, read lazily
+    /// (values are not read).
+    fn scan_keys(&self, start: &[u8], end: &[u8]) -> Keys;
+
     /// Entries and stored bytes with `start <= key < end`.
     fn stored_size(&self, start: &[u8], end: &[u8]) -> Result<StoredSize>;
 
@@ -216,6 +220,9 @@ pub struct StoredSize {
 
 /// A lazy, ordered scan of stored entries.
 pub type Entries = Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + Send>;
+
+/// A lazy, ordered scan of stored keys.
+pub type Keys = Box<dyn Iterator<Item = Result<Vec<u8>>> + Send>;
 
 /// Keys are built from parts joined by `/`, with integers big-endian so that
 /// key order is numeric order.

@@ -10,7 +10,7 @@ use super::acknowledged::AcknowledgedRecord;
 use super::envelope;
 use super::sled_integrity::{self, entry_hash, Tally, TALLY_KEY};
 use super::value_log::{Location, ValueLog, OUT_OF_LINE_BYTES, SEGMENT_BYTES};
-use super::{Entries, StateStore, StoredSize, WriteBatch, WriteOperation};
+use super::{Entries, Keys, StateStore, StoredSize, WriteBatch, WriteOperation};
 use crate::error::{sqlstate, Result, WeirError};
 
 /// What an open of a store another handle still holds says
@@ -180,7 +180,6 @@ struct Accounting {
     deltas: BTreeMap<u64, i64>,
     /// Segments the batch's appends closed.
     closed: Vec<u64>,
-    appended: bool,
 }
 
 /// What a key holds as a batch goes: its pointer, if kept out of line, and
@@ -213,8 +212,12 @@ impl SledStore {
     }
 
     /// Applies `batch` as one sled batch; returns the store's count of
-    /// batches with it.
-    fn apply_atomically(&self, batch: WriteBatch) -> Result<u64> {
+    /// batches with it. A `durable` batch's values appended to the value
+    /// log (and every value staged before it) are fsynced first; a staged
+    /// one's wait for the next durable batch, since nothing durable points
+    /// at them before it (a crash may leave sled pointing into a torn
+    /// tail, but only from keys nothing lists, which are deleted unread).
+    fn apply_atomically(&self, batch: WriteBatch, durable: bool) -> Result<u64> {
         let mut writer = self.lock_writer();
         let mut accounting = Accounting::default();
         let mut sled_batch = sled::Batch::default();
@@ -226,7 +229,6 @@ impl SledStore {
                     if log && sealed.len() >= OUT_OF_LINE_BYTES {
                         let (location, closed) = self.values.append(&key, &sealed)?;
                         accounting.closed.extend(closed);
-                        accounting.appended = true;
                         *accounting.deltas.entry(location.segment).or_default() +=
                             i64::from(location.length);
                         let pointer = location.encode();
@@ -253,7 +255,7 @@ impl SledStore {
             }
         }
         self.count_live_bytes(&mut accounting, &mut sled_batch, &mut writer.dead)?;
-        if accounting.appended {
+        if durable {
             // Durable before anything durable can point at it.
             self.values.sync()?;
         }
@@ -375,7 +377,7 @@ impl StateStore for SledStore {
     }
 
     fn commit(&self, batch: WriteBatch) -> Result<()> {
-        let commits = self.apply_atomically(batch)?;
+        let commits = self.apply_atomically(batch, true)?;
         let dead = std::mem::take(&mut self.lock_writer().dead);
         // The acknowledgement promise: nothing is reported done before fsync,
         self.database.flush().map_err(io_error)?;
@@ -396,10 +398,10 @@ impl StateStore for SledStore {
         for operation in batch.operations {
             piece.operations.push(operation);
             if piece.operations.len() >= STAGE_PIECE_OPERATIONS {
-                self.apply_atomically(std::mem::take(&mut piece))?;
+                self.apply_atomically(std::mem::take(&mut piece), false)?;
             }
         }
-        self.apply_atomically(piece).map(|_| ())
+        self.apply_atomically(piece, false).map(|_| ())
     }
 
     fn scan_range(&self, start: &[u8], end: &[u8]) -> Entries {
@@ -415,6 +417,18 @@ impl StateStore for SledStore {
                     let payload = open_value(&values, &key, &sealed)?;
                     Ok((key.to_vec(), payload))
                 }),
+        )
+    }
+
+    fn scan_keys(&self, start: &[u8], end: &[u8]) -> Keys {
+        if start >= end {
+            return Box::new(std::iter::empty());
+        }
+        Box::new(
+            self.database
+                .range(start.to_vec()..end.to_vec())
+                .keys()
+                .map(|key| Ok(key.map_err(io_error)?.to_vec())),
         )
     }
 

@@ -201,6 +201,11 @@ impl Branch {
             for branch in &mut meeting.branches {
                 branch.attach(view_id, store, budget_bytes);
             }
+            meeting.junction.attach(SpillSpace {
+                store: store.clone(),
+                space: operator_space(view_id, meeting.slot),
+                budget_bytes: budget_bytes.clone(),
+            });
         }
         for (index, operator) in self.operators.iter_mut().enumerate() {
             operator.attach(SpillSpace {
@@ -274,7 +279,7 @@ impl Meeting {
             if self.junction.on_message(branch, message, output)?.is_some() {
                 let prefix = operator_prefix(view_id, self.slot);
                 self.junction
-                    .checkpoint(&mut StateWriter::new(prefix, checkpoint));
+                    .checkpoint(&mut StateWriter::new(prefix, checkpoint))?;
             }
         }
         Ok(())

@@ -173,7 +173,7 @@ pub fn stored_view_state(store: &dyn StateStore, view_id: u64) -> Result<StoredS
     // And its operators' spilled runs.
     let spilled = crate::stream::spill::view_space(view_id);
     let runs = store.stored_size(&spilled, &prefix_end(&spilled))?;
-    size.entries += runs.entries;
+    size.entries += crate::state::runs::stored_entries(store, &spilled)?;
     size.bytes += runs.bytes;
     Ok(size)
 }
@@ -236,11 +236,12 @@ impl StateReader {
     /// Entries whose name starts with `prefix`.
     pub fn with_prefix<'a>(
         &'a self,
-        prefix: &'a [u8],
-    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        prefix: &[u8],
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + use<'a> {
+        let prefix = prefix.to_vec();
         self.entries
             .iter()
-            .filter(move |(key, _)| key.starts_with(prefix))
+            .filter(move |(key, _)| key.starts_with(&prefix))
             .map(|(key, value)| (key.as_slice(), value.as_slice()))
     }
 }

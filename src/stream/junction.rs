@@ -6,6 +6,7 @@ use super::checkpoint::{StateReader, StateWriter};
 use super::message::Message;
 use super::operator::Output;
 use super::operators::{JoinOperator, UnionOperator};
+use super::spill::SpillSpace;
 use crate::error::Result;
 
 pub enum Junction {
@@ -28,10 +29,20 @@ impl Junction {
         }
     }
 
-    pub fn checkpoint(&mut self, state: &mut StateWriter) {
+    pub fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
         match self {
-            Junction::Union(union) => union.checkpoint(state),
+            Junction::Union(union) => {
+                union.checkpoint(state);
+                Ok(())
+            }
             Junction::Join(join) => join.checkpoint(state),
+        }
+    }
+
+    /// Gives a join its key space to spill to.
+    pub fn attach(&mut self, space: SpillSpace) {
+        if let Junction::Join(join) = self {
+            join.attach(space);
         }
     }
 

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{StateReader, StateWriter};
 use crate::error::{sqlstate, Result, WeirError};
-use crate::state::runs::{self, Combine, Entry, Merge, Run, RunCursor, RunIndex, Source};
+use crate::state::runs::{
+    self, Combine, Entry, FilterKey, Merge, Run, RunCursor, RunIndex, Source,
+};
 use crate::state::{key, StateStore, WriteBatch};
 
 /// Every operator's spilled state of view `view_id` (deleted with it).
@@ -64,6 +66,14 @@ struct Head {
 /// An operator's runs, oldest first, with their indexes.
 pub struct SpilledRuns {
     target: SpillSpace,
+    /// How a key's entries in several runs make one: the newest (a key's
+    /// value), or their sum (a row's count change, `runs::encode_count`).
+    combine: Combine,
+    /// What of a key the runs' filters hold (all of it, or the prefix
+    /// `get_prefix` asks by).
+    filter_key: FilterKey,
+    /// The checkpoint entry that lists the runs.
+    head: Vec<u8>,
     runs: Vec<(Arc<Run>, RunIndex)>,
     /// The next run's id: past every id stored in the space.
     next_run: u64,
@@ -79,9 +89,25 @@ pub struct SpilledRuns {
 }
 
 impl SpilledRuns {
+    /// Runs of keys and their values (the newest run's value of a key is
+    /// its value).
     pub fn new(target: SpillSpace) -> Self {
+        Self::with(target, Combine::Newest, runs::whole_key, HEAD.to_vec())
+    }
+
+    /// Runs of rows and their count changes (a row's count is the sum of
+    /// its entries), asked for by the prefix `filter_key` gives, listed in
+    /// the checkpoint entry `head` (an operator may have several).
+    pub fn counted(target: SpillSpace, filter_key: FilterKey, head: Vec<u8>) -> Self {
+        Self::with(target, Combine::Sum, filter_key, head)
+    }
+
+    fn with(target: SpillSpace, combine: Combine, filter_key: FilterKey, head: Vec<u8>) -> Self {
         SpilledRuns {
             target,
+            combine,
+            filter_key,
+            head,
             runs: Vec::new(),
             next_run: 0,
             doomed: Vec::new(),
@@ -109,7 +135,7 @@ impl SpilledRuns {
 
     /// Loads the list the last checkpoint wrote and the runs' indexes.
     pub fn restore(&mut self, state: &StateReader) -> Result<()> {
-        if let Some(bytes) = state.get(HEAD) {
+        if let Some(bytes) = state.get(&self.head) {
             let head: Head = serde_json::from_slice(bytes).map_err(|error| {
                 WeirError::new(
                     sqlstate::DATA_CORRUPTED,
@@ -131,6 +157,29 @@ impl SpilledRuns {
     pub fn get(&self, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
         let runs = self.runs.iter().map(|(run, index)| (&**run, index));
         runs::lookup(&*self.target.store, &self.target.space, runs, key)
+    }
+
+    /// Every entry whose key starts with `prefix` (a prefix the filters
+    /// hold: `counted`), oldest run first, handed to `found`.
+    pub fn get_prefix(&self, prefix: &[u8], found: &mut runs::Found<'_>) -> Result<()> {
+        let runs = self.runs.iter().map(|(run, index)| (&**run, index));
+        runs::lookup_prefix(&*self.target.store, &self.target.space, runs, prefix, found)
+    }
+
+    /// Every run's entries merged, in key order.
+    pub fn merged(&self) -> Merge {
+        let sources = (self.runs.iter().rev())
+            .map(|(run, _)| {
+                let store = self.target.store.clone();
+                Source::Run(RunCursor::new(store, &self.target.space, run.clone()))
+            })
+            .collect();
+        Merge::new(sources, true, self.combine)
+    }
+
+    /// Pages the runs hold (about `runs::INDEXED_PAGE_BYTES` each).
+    pub fn stored_pages(&self) -> u64 {
+        self.runs.iter().map(|(run, _)| u64::from(run.pages)).sum()
     }
 
     /// Whether any run is stored.
@@ -174,15 +223,21 @@ impl SpilledRuns {
             sources.push(Source::Run(cursor));
         }
         // Nothing older is left to hide when every run is merged.
-        let merge = Merge::new(sources, self.runs.is_empty(), Combine::Newest);
+        let merge = Merge::new(sources, self.runs.is_empty(), self.combine);
         let id = self.next_run;
         self.next_run += 1;
         // Durable with the checkpoint that lists it; until then a crash
         // leaves it unlisted.
         let store = self.target.store.clone();
         let mut stage = |writes: WriteBatch| store.stage(writes);
-        let (run, index) =
-            runs::write_indexed_run(&self.target.space, id, merge, expected, &mut stage)?;
+        let (run, index) = runs::write_indexed_run(
+            &self.target.space,
+            id,
+            merge,
+            expected,
+            self.filter_key,
+            &mut stage,
+        )?;
         for (run, index) in merged_away {
             self.index_bytes -= index.memory_bytes();
             self.doomed.push(run.id);
@@ -207,7 +262,7 @@ impl SpilledRuns {
             let encoded = serde_json::to_vec(&head).map_err(|error| {
                 WeirError::internal(format!("cannot encode spilled runs: {error}"))
             })?;
-            state.put(HEAD, encoded);
+            state.put(&self.head, encoded);
             self.changed = false;
         }
         for id in self.doomed.drain(..) {

@@ -20,7 +20,9 @@ use super::{StateStore, WriteBatch};
 mod index;
 use crate::error::{sqlstate, Result, WeirError};
 use index::missing;
-pub use index::{lookup, write_indexed_run, RunIndex};
+pub use index::{
+    lookup, lookup_prefix, stored_entries, write_indexed_run, Found, RunIndex, INDEXED_PAGE_BYTES,
+};
 
 /// Entries per page: what a reader holds of each run at once.
 const PAGE_ENTRIES: usize = 4096;
@@ -168,10 +170,31 @@ struct RunWriter<'a> {
     page_bytes: usize,
     most_page_bytes: usize,
     index: Option<RunIndex>,
+    /// The part of an entry's key its index's filter holds (`FilterKey`).
+    filter_key: FilterKey,
+}
+
+/// The part of an entry's key a run's filter holds: all of it for point
+/// lookups, or a prefix its entries share when they are asked for by it
+/// (`lookup_prefix`).
+pub type FilterKey = fn(&[u8]) -> &[u8];
+
+/// The whole key.
+pub fn whole_key(key: &[u8]) -> &[u8] {
+    key
 }
 
 impl<'a> RunWriter<'a> {
-    fn new(space: &'a [u8], id: u64, most_page_bytes: usize, index: Option<RunIndex>) -> Self {
+    fn new(
+        space: &'a [u8],
+        id: u64,
+        most_page_bytes: usize,
+        index: Option<(RunIndex, FilterKey)>,
+    ) -> Self {
+        let (index, filter_key) = match index {
+            Some((index, filter_key)) => (Some(index), filter_key),
+            None => (None, whole_key as FilterKey),
+        };
         RunWriter {
             space,
             run: Run {
@@ -183,6 +206,7 @@ impl<'a> RunWriter<'a> {
             page_bytes: 0,
             most_page_bytes,
             index,
+            filter_key,
         }
     }
 
@@ -191,7 +215,7 @@ impl<'a> RunWriter<'a> {
             if self.page.is_empty() {
                 index.first_keys.push(entry.0.clone().into_boxed_slice());
             }
-            index.filter.insert(&entry.0);
+            index.filter.insert((self.filter_key)(&entry.0));
         }
         self.page_bytes += 8 + entry.0.len() + entry.1.as_ref().map_or(0, Vec::len);
         self.page.push(entry);
@@ -284,14 +308,21 @@ impl Source {
         Source::Memory(entries, first)
     }
 
-    fn peek_key(&mut self) -> Result<Option<&[u8]>> {
-        Ok(match self {
-            Source::Run(cursor) => {
-                cursor.fill()?;
-                cursor.entries.front().map(|(key, _)| key.as_slice())
-            }
-            Source::Memory(_, next) => next.as_ref().map(|(key, _)| key.as_slice()),
-        })
+    /// Reads the next page of a run whose read entries are all taken.
+    fn fill(&mut self) -> Result<()> {
+        match self {
+            Source::Run(cursor) => cursor.fill(),
+            Source::Memory(..) => Ok(()),
+        }
+    }
+
+    /// The next entry's key, once `fill` has read it.
+    fn front_key(&self) -> Option<&[u8]> {
+        match self {
+            Source::Run(cursor) => cursor.entries.front(),
+            Source::Memory(_, next) => next.as_ref(),
+        }
+        .map(|(key, _)| key.as_slice())
     }
 
     fn pop(&mut self) -> Option<Entry> {
@@ -343,30 +374,37 @@ impl Merge {
         }
     }
 
-    fn next_entry(&mut self) -> Result<Option<Entry>> {
-        loop {
-            // The smallest key, and the newest source holding it.
-            let mut smallest: Option<(usize, Vec<u8>)> = None;
-            for (position, source) in self.sources.iter_mut().enumerate() {
-                if let Some(key) = source.peek_key()? {
-                    if smallest
-                        .as_ref()
-                        .is_none_or(|(_, low)| key < low.as_slice())
-                    {
-                        smallest = Some((position, key.to_vec()));
-                    }
+    /// The position of the newest source whose next key is the smallest.
+    fn smallest(&mut self) -> Result<Option<usize>> {
+        for source in &mut self.sources {
+            source.fill()?;
+        }
+        let mut smallest: Option<(usize, &[u8])> = None;
+        for (position, source) in self.sources.iter().enumerate() {
+            if let Some(key) = source.front_key() {
+                if smallest.is_none_or(|(_, low)| key < low) {
+                    smallest = Some((position, key));
                 }
             }
-            let Some((newest, key)) = smallest else {
+        }
+        Ok(smallest.map(|(position, _)| position))
+    }
+
+    fn next_entry(&mut self) -> Result<Option<Entry>> {
+        loop {
+            let Some(newest) = self.smallest()? else {
                 return Ok(None);
             };
-            let entry = self.sources[newest].pop();
+            let Some(entry) = self.sources[newest].pop() else {
+                return Ok(None);
+            };
             let mut sum = match self.combine {
-                Combine::Sum => decode_count(entry.as_ref().and_then(|e| e.1.as_deref()))?,
+                Combine::Sum => decode_count(entry.1.as_deref())?,
                 Combine::Newest => 0,
             };
+            // Older sources were filled by `smallest` and not taken from.
             for source in &mut self.sources[newest + 1..] {
-                if source.peek_key()? == Some(key.as_slice()) {
+                if source.front_key() == Some(entry.0.as_slice()) {
                     let older = source.pop();
                     if self.combine == Combine::Sum {
                         sum += decode_count(older.as_ref().and_then(|e| e.1.as_deref()))?;
@@ -377,12 +415,12 @@ impl Merge {
                 (Combine::Sum, _) if sum == 0 => continue,
                 (Combine::Sum, _) if sum < 0 && self.complete => {
                     return Err(WeirError::internal(
-                        "a counted materialized view would hold a row fewer than zero times",
+                        "stored runs would hold a row fewer than zero times",
                     ))
                 }
-                (Combine::Sum, _) => return Ok(Some((key, Some(encode_count(sum))))),
-                (Combine::Newest, Some((_, None))) if self.complete => continue,
-                (Combine::Newest, entry) => return Ok(entry),
+                (Combine::Sum, (key, _)) => return Ok(Some((key, Some(encode_count(sum))))),
+                (Combine::Newest, (_, None)) if self.complete => continue,
+                (Combine::Newest, entry) => return Ok(Some(entry)),
             }
         }
     }

@@ -89,3 +89,52 @@ fn a_damaged_page_is_corruption() {
     assert_eq!(decoded[0], (b"k".to_vec(), None));
     assert_eq!(decoded[1], (b"j".to_vec(), Some(b"r".to_vec())));
 }
+
+fn first_three(key: &[u8]) -> &[u8] {
+    &key[..3]
+}
+
+/// Entries of indexed runs are counted from their keys; a prefix lookup
+/// finds a key's entries across pages and runs, and only its own.
+#[test]
+fn indexed_runs_tell_their_entries_and_are_read_by_prefix() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = SledStore::open(directory.path()).unwrap();
+    let mut runs = Vec::new();
+    for (id, count) in [(0u64, 5_000usize), (1, 7)] {
+        let source: Vec<Result<Entry>> = (0..count)
+            .map(|i| {
+                Ok((
+                    format!("p{:02}{i:05}", i % 50).into_bytes(),
+                    Some(vec![id as u8]),
+                ))
+            })
+            .collect::<Vec<_>>();
+        let mut sorted: Vec<Entry> = source.into_iter().map(Result::unwrap).collect();
+        sorted.sort();
+        let mut writes = WriteBatch::new();
+        let (run, index) = write_indexed_run(
+            SPACE,
+            id,
+            sorted.into_iter().map(Ok),
+            count,
+            first_three,
+            &mut into_batch(&mut writes),
+        )
+        .unwrap();
+        store.commit(writes).unwrap();
+        assert!(id == 1 || run.pages > 2, "several pages");
+        runs.push((run, index));
+    }
+    assert_eq!(stored_entries(&store, SPACE).unwrap(), 5_007);
+    let mut found = Vec::new();
+    let listed = runs.iter().map(|(run, index)| (run, index));
+    lookup_prefix(&store, SPACE, listed, b"p03", &mut |key, value| {
+        found.push((key.to_vec(), value.unwrap()[0]));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(found.len(), 100 + 1);
+    assert!(found.iter().all(|(key, _)| key.starts_with(b"p03")));
+    assert_eq!(found.last().unwrap().1, 1, "the older run first");
+}

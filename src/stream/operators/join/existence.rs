@@ -34,6 +34,7 @@ impl JoinOperator {
         let [left, right] = &mut self.sides;
         let keys = left.batch_keys(&chunk.rows)?;
         let rows = left.batch_rows(&chunk.rows)?;
+        right.prefetch(&keys)?;
         let mut shown = Matches::default();
         for index in 0..chunk.num_rows() {
             let key = keys.keys.row(index);
@@ -61,6 +62,8 @@ impl JoinOperator {
         let [left, right] = &mut self.sides;
         let keys = right.batch_keys(&chunk.rows)?;
         let rows = right.batch_rows(&chunk.rows)?;
+        right.prefetch(&keys)?;
+        left.prefetch(&keys)?;
         let mut shown = Matches::default();
         for index in 0..chunk.num_rows() {
             if !keys.matchable[index] {

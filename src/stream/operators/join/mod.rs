@@ -16,6 +16,7 @@
 //! above a shifted watermark of the other (`output_watermark`).
 
 mod existence;
+mod rows;
 mod side;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,7 @@ use crate::stream::alignment::BarrierAlign;
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::Output;
+use crate::stream::spill::SpillSpace;
 use crate::stream::time_columns::wall_clock_ns;
 pub use side::Expiry;
 use side::JoinSide;
@@ -235,7 +237,12 @@ impl JoinOperator {
         output: &mut Output,
     ) -> Result<Option<u64>> {
         match message {
-            Message::Batch(chunk) => self.on_batch(side, &chunk, output)?,
+            Message::Batch(chunk) => {
+                self.on_batch(side, &chunk, output)?;
+                for side in &mut self.sides {
+                    side.settle()?;
+                }
+            }
             Message::Watermark(watermark) => {
                 if self.watermarks_before.is_none() {
                     self.watermarks_before = Some((self.watermarks, self.emitted_watermark));
@@ -277,18 +284,23 @@ impl JoinOperator {
         let stores = !self.lookup;
         let [left, right] = &mut self.sides;
         let (this, other) = if side == 0 {
-            (left, &*right)
+            (left, right)
         } else {
-            (right, &*left)
+            (right, left)
         };
         let keys = this.batch_keys(&chunk.rows)?;
         let rows = this.batch_rows(&chunk.rows)?;
+        let (this_preserved, other_preserved) =
+            (self.kind.preserves(side), self.kind.preserves(1 - side));
+        other.prefetch(&keys)?;
+        if other_preserved {
+            this.prefetch(&keys)?;
+        }
+        let other = &*other;
         // Rows the other side's watermark has passed match what is stored
         // now but nothing later: they are not kept.
         let ends = this.match_ends(&chunk.rows)?;
         let other_watermark = self.watermarks[1 - side];
-        let (this_preserved, other_preserved) =
-            (self.kind.preserves(side), self.kind.preserves(1 - side));
         let mut matches = Matches::default();
         for index in 0..chunk.num_rows() {
             let diff = chunk.diff(index);
@@ -355,9 +367,19 @@ impl JoinOperator {
         Ok(())
     }
 
-    pub fn checkpoint(&mut self, state: &mut StateWriter) {
+    pub fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
         for side in &mut self.sides {
-            side.checkpoint(state);
+            side.checkpoint(state)?;
+        }
+        Ok(())
+    }
+
+    /// Each side spills to its own part of `space` past the memory budget.
+    pub fn attach(&mut self, space: SpillSpace) {
+        for (index, side) in self.sides.iter_mut().enumerate() {
+            let mut side_space = space.clone();
+            side_space.space.extend_from_slice(&[index as u8, b'/']);
+            side.attach(side_space, format!("spilled/{index}").into_bytes());
         }
     }
 

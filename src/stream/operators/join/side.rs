@@ -15,13 +15,12 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::rows::{SideRows, ROW_OVERHEAD_BYTES};
 use super::undo::{DeadlineList, DueRows, SideUndo};
 use crate::error::Result;
-use crate::stream::checkpoint::{decode_i64, encode_i64, StateReader, StateWriter};
+use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::Chunk;
-
-/// Row -> (its key, its multiplicity in the last checkpoint).
-type ChangedRows = HashMap<Box<[u8]>, (Box<[u8]>, i64)>;
+use crate::stream::spill::SpillSpace;
 
 /// The rows of one key, each with its multiplicity.
 #[derive(Debug, Default)]
@@ -44,16 +43,13 @@ pub struct JoinSide {
     key_converter: RowConverter,
     row_converter: RowConverter,
     schema: SchemaRef,
-    groups: HashMap<Box<[u8]>, KeyGroup>,
-    /// Rows whose multiplicity differs from the last checkpoint's, with
-    /// their key and the multiplicity the checkpoint has. A row that comes
-    /// and goes between two checkpoints leaves no entry: a COPY of
-    /// millions of rows through a join that forgets rows is one write
-    /// group, with no checkpoint in it.
-    changed: ChangedRows,
+    /// The rows by key. A row that comes and goes between two checkpoints
+    /// leaves no change to write: a COPY of millions of rows through a
+    /// join that forgets rows is one write group, with no checkpoint in
+    /// it.
+    rows: SideRows,
+    /// What the deadline lists take.
     bytes: usize,
-    /// The checkpoint entries of this side start with it.
-    state_prefix: Vec<u8>,
     /// When the other side's watermark makes rows unmatchable.
     expiry: Option<SideExpiry>,
     /// `state_ttl`: how long after it came a row is forgotten, and the
@@ -132,10 +128,8 @@ impl JoinSide {
             key_converter: RowConverter::new(key_fields)?,
             row_converter: RowConverter::new(row_fields)?,
             schema,
-            groups: HashMap::new(),
-            changed: HashMap::new(),
+            rows: SideRows::new(format!("rows/{index}/").into_bytes()),
             bytes: 0,
-            state_prefix: format!("rows/{index}/").into_bytes(),
             expiry: None,
             ttl: None,
             undo: SideUndo::default(),
@@ -272,12 +266,7 @@ impl JoinSide {
             let keys = self.batch_keys(&batch)?;
             for (index, row) in piece.iter().enumerate() {
                 let key = keys.keys.row(index);
-                let count = self
-                    .groups
-                    .get(key.as_ref())
-                    .and_then(|group| group.rows.get(&**row))
-                    .copied();
-                if let Some(count) = count {
+                if let Some(count) = self.rows.count(key.as_ref(), row) {
                     self.apply(key.as_ref(), row, -count);
                 }
             }
@@ -312,58 +301,44 @@ impl JoinSide {
         Ok(self.row_converter.convert_columns(batch.columns())?)
     }
 
+    /// Key `key`'s rows, if any are there now (read by `prefetch`).
     pub fn group(&self, key: &[u8]) -> Option<&KeyGroup> {
-        self.groups.get(key).filter(|group| group.total > 0)
+        self.rows.group(key)
     }
 
-    /// Rows of `key` present now.
+    /// Rows of `key` present now (read by `prefetch`).
     pub fn total(&self, key: &[u8]) -> i64 {
-        self.groups.get(key).map_or(0, |group| group.total)
+        self.rows.total(key)
+    }
+
+    /// Reads the groups of a batch's matchable keys that were spilled, so
+    /// `group` and `total` have them.
+    pub fn prefetch(&mut self, keys: &BatchKeys) -> Result<()> {
+        let matchable = (keys.keys.iter().zip(&keys.matchable))
+            .filter(|(_, matchable)| **matchable)
+            .map(|(key, _)| key.data());
+        self.rows.prefetch(matchable)
     }
 
     /// Adds `diff` to the multiplicity of `row` under `key`.
     pub fn apply(&mut self, key: &[u8], row: &[u8], diff: i64) {
         self.undo.note(key, row, diff);
-        if !self.groups.contains_key(key) {
-            self.bytes += key.len() + GROUP_OVERHEAD_BYTES;
-            self.groups.insert(key.into(), KeyGroup::default());
-        }
-        let group = self.groups.get_mut(key).expect("inserted above");
-        group.total += diff;
-        let count = match group.rows.get_mut(row) {
-            Some(count) => {
-                *count += diff;
-                *count
-            }
-            None => {
-                self.bytes += row.len() + ROW_OVERHEAD_BYTES;
-                group.rows.insert(row.into(), diff);
-                diff
-            }
-        };
-        if count == 0 {
-            group.rows.remove(row);
-            self.bytes -= row.len() + ROW_OVERHEAD_BYTES;
-        }
-        if group.rows.is_empty() {
-            self.groups.remove(key);
-            self.bytes -= key.len() + GROUP_OVERHEAD_BYTES;
-        }
-        self.note_changed(key, row, count - diff, count);
+        self.rows.apply(key, row, diff);
     }
 
-    /// Notes that `row` went from `before` copies to `after`.
-    fn note_changed(&mut self, key: &[u8], row: &[u8], before: i64, after: i64) {
-        match self.changed.get(row) {
-            Some((_, checkpointed)) if *checkpointed == after => {
-                self.changed.remove(row);
-            }
-            Some(_) => {}
-            None if before != after => {
-                self.changed.insert(row.into(), (key.into(), before));
-            }
-            None => {}
+    /// Spills to `space` past the memory budget — unless its rows expire
+    /// (by watermark or TTL): those are bounded, and forgetting a row
+    /// needs its count.
+    pub fn attach(&mut self, space: SpillSpace, head: Vec<u8>) {
+        if self.expiry.is_none() && self.ttl.is_none() {
+            self.rows.attach(space, head);
         }
+    }
+
+    /// Past the memory budget, writes the rows' changes out and lets them
+    /// go from memory (between batches).
+    pub fn settle(&mut self) -> Result<()> {
+        self.rows.settle()
     }
 
     /// Adds a batch's rows with their diffs (a lookup join's table side,
@@ -392,30 +367,18 @@ impl JoinSide {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.bytes + self.changed.len() * ROW_OVERHEAD_BYTES + self.undo.memory_bytes()
+        self.bytes + self.rows.memory_bytes() + self.undo.memory_bytes()
     }
 
-    /// Writes the multiplicity of every row that changed (deleting rows
-    /// that are gone).
-    pub fn checkpoint(&mut self, state: &mut StateWriter) {
-        for (row, (key, _)) in self.changed.drain() {
-            let name = [self.state_prefix.as_slice(), &row].concat();
-            let count = self.groups.get(&key).and_then(|group| group.rows.get(&row));
-            match count {
-                Some(count) => state.put(&name, encode_i64(*count)),
-                None => state.delete(&name),
-            }
-        }
+    /// Writes what changed since the last checkpoint (`SideRows`).
+    pub fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        self.rows.checkpoint(state)
     }
 
     /// Restores the rows of a checkpoint; under a TTL they count as
     /// having come at `now_ns` (the checkpoint keeps no arrival times).
     pub fn restore(&mut self, state: &StateReader, now_ns: i64) -> Result<()> {
-        let prefix = self.state_prefix.clone();
-        let entries: Vec<(&[u8], i64)> = state
-            .with_prefix(&prefix)
-            .filter_map(|(name, value)| Some((&name[prefix.len()..], decode_i64(value)?)))
-            .collect();
+        let entries = self.rows.restore(state)?;
         for piece in entries.chunks(RESTORE_BATCH_ROWS) {
             let columns = self.columns(piece.iter().map(|(row, _)| *row))?;
             let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
@@ -432,7 +395,7 @@ impl JoinSide {
                 }
             }
         }
-        self.changed.clear();
+        self.rows.restored();
         self.undo.clear();
         Ok(())
     }
@@ -440,13 +403,6 @@ impl JoinSide {
     /// Every stored row (for tests and checks).
     #[cfg(test)]
     pub fn stored(&self) -> std::collections::HashSet<(Vec<u8>, i64)> {
-        self.groups
-            .values()
-            .flat_map(|group| group.rows.iter().map(|(row, count)| (row.to_vec(), *count)))
-            .collect()
+        self.rows.stored()
     }
 }
-
-/// Rough per-entry costs of the hash maps, for the memory gauge.
-const GROUP_OVERHEAD_BYTES: usize = 96;
-const ROW_OVERHEAD_BYTES: usize = 48;

@@ -152,24 +152,7 @@ fn random_changes_match_the_reference(kind: JoinKind, with_filter: bool, seed: u
     let mut view = HashMap::new();
     for step in 0..200 {
         let side = random.below(2) as usize;
-        let mut batch = Vec::new();
-        for _ in 0..=random.below(4) {
-            let present: Vec<Row> = inputs[side].keys().copied().collect();
-            let retract = !present.is_empty() && random.below(3) == 0;
-            let (row, diff) = if retract {
-                (present[random.below(present.len() as u64) as usize], -1)
-            } else {
-                let key = random.below(5);
-                let key = (key != 4).then_some(key as i64);
-                ((key, random.below(4) as i64), 1)
-            };
-            let count = inputs[side].entry(row).or_default();
-            *count += diff;
-            if *count == 0 {
-                inputs[side].remove(&row);
-            }
-            batch.push((row, diff));
-        }
+        let batch = random_batch(&mut random, &mut inputs[side]);
         let mut output = Vec::new();
         let value = ["a", "b"][side];
         operator
@@ -178,6 +161,93 @@ fn random_changes_match_the_reference(kind: JoinKind, with_filter: bool, seed: u
         accumulate(output, &mut view);
         let expected = reference(kind, with_filter, &inputs[0], &inputs[1]);
         assert_eq!(view, expected, "{kind:?} seed {seed} step {step}");
+    }
+}
+
+/// A few random inserts and deletes of `input`'s rows, applied to it.
+fn random_batch(random: &mut Random, input: &mut HashMap<Row, i64>) -> Vec<(Row, i64)> {
+    let mut batch = Vec::new();
+    for _ in 0..=random.below(4) {
+        let present: Vec<Row> = input.keys().copied().collect();
+        let retract = !present.is_empty() && random.below(3) == 0;
+        let (row, diff) = if retract {
+            (present[random.below(present.len() as u64) as usize], -1)
+        } else {
+            let key = random.below(5);
+            let key = (key != 4).then_some(key as i64);
+            ((key, random.below(4) as i64), 1)
+        };
+        let count = input.entry(row).or_default();
+        *count += diff;
+        if *count == 0 {
+            input.remove(&row);
+        }
+        batch.push((row, diff));
+    }
+    batch
+}
+
+/// A join spilling to `store` past `budget_bytes`, restored from it.
+fn spilling_join(kind: JoinKind, store: &Arc<SledStore>, budget_bytes: usize) -> JoinOperator {
+    let mut operator = join(kind, false);
+    let store: Arc<dyn crate::state::StateStore> = store.clone();
+    operator.attach(SpillSpace {
+        store: store.clone(),
+        space: b"opstate/j/".to_vec(),
+        budget_bytes: Arc::new(std::sync::atomic::AtomicUsize::new(budget_bytes)),
+    });
+    operator.restore(&stored_state(&*store)).unwrap();
+    operator
+}
+
+/// The random changes of `random_changes_match_the_reference` through a
+/// join whose sides spill after nearly every batch, with checkpoints,
+/// crashes (a new join restored from the last checkpoint) and failed
+/// write groups (rolled back) among them.
+fn spilled_changes_match_the_reference(kind: JoinKind, seed: u64) {
+    let mut random = Random(seed);
+    let directory = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(directory.path()).unwrap());
+    let budget_bytes = [0, 400, 4000][random.below(3) as usize];
+    let mut operator = spilling_join(kind, &store, budget_bytes);
+    let mut inputs: [HashMap<Row, i64>; 2] = [HashMap::new(), HashMap::new()];
+    let mut view = HashMap::new();
+    for step in 0..300 {
+        let side = random.below(2) as usize;
+        let value = ["a", "b"][side];
+        operator.commit();
+        if random.below(12) == 0 {
+            let mut failed = inputs[side].clone();
+            let batch = random_batch(&mut random, &mut failed);
+            let mut output = Vec::new();
+            operator
+                .on_message(side, changes(value, &batch), &mut output)
+                .unwrap();
+            assert!(operator.rollback().unwrap());
+        } else {
+            let batch = random_batch(&mut random, &mut inputs[side]);
+            let mut output = Vec::new();
+            operator
+                .on_message(side, changes(value, &batch), &mut output)
+                .unwrap();
+            accumulate(output, &mut view);
+        }
+        if random.below(8) == 0 {
+            commit_state(&*store, |state| operator.checkpoint(state).unwrap());
+            if random.below(2) == 0 {
+                operator = spilling_join(kind, &store, budget_bytes);
+            }
+        }
+        let expected = reference(kind, false, &inputs[0], &inputs[1]);
+        assert_eq!(view, expected, "{kind:?} seed {seed} step {step}");
+    }
+    commit_state(&*store, |state| operator.checkpoint(state).unwrap());
+    let restored = spilling_join(kind, &store, usize::MAX);
+    for (side, input) in restored.sides.iter().zip(&inputs) {
+        assert_eq!(
+            side.stored().len(),
+            input.iter().filter(|(row, _)| row.0.is_some()).count()
+        );
     }
 }
 
@@ -193,6 +263,22 @@ fn every_join_kind_equals_the_join_of_its_inputs_under_inserts_and_retractions()
     ] {
         for seed in 1..20 {
             random_changes_match_the_reference(kind, false, seed * 7919);
+        }
+    }
+}
+
+#[test]
+fn every_join_kind_equals_the_join_of_its_inputs_with_its_sides_spilled() {
+    for kind in [
+        JoinKind::Inner,
+        JoinKind::Left,
+        JoinKind::Right,
+        JoinKind::Full,
+        JoinKind::Semi,
+        JoinKind::Anti,
+    ] {
+        for seed in 1..8 {
+            spilled_changes_match_the_reference(kind, seed * 104_729);
         }
     }
 }
@@ -254,12 +340,12 @@ fn a_barrier_passes_once_both_sides_sent_it_and_the_state_survives_a_restart() {
 
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    commit_state(&store, |state| operator.checkpoint(state));
+    commit_state(&store, |state| operator.checkpoint(state).unwrap());
     // Key 2's row goes, and a second checkpoint deletes its entry.
     operator
         .on_message(0, changes("a", &[((Some(2), 20), -1)]), &mut Vec::new())
         .unwrap();
-    commit_state(&store, |state| operator.checkpoint(state));
+    commit_state(&store, |state| operator.checkpoint(state).unwrap());
     let mut restored = join(JoinKind::Left, false);
     restored.restore(&stored_state(&store)).unwrap();
     for side in 0..2 {
@@ -427,7 +513,7 @@ fn a_state_ttl_forgets_rows_by_the_clock_and_counts_restored_rows_from_the_resto
 
     let directory = tempfile::tempdir().unwrap();
     let store = SledStore::open(directory.path()).unwrap();
-    commit_state(&store, |state| operator.checkpoint(state));
+    commit_state(&store, |state| operator.checkpoint(state).unwrap());
     tick(5_000);
     let mut restored = join(JoinKind::Inner, false);
     restored.sides = restored.sides.map(|side| side.with_ttl(Some(100)));
@@ -443,7 +529,7 @@ fn a_state_ttl_forgets_rows_by_the_clock_and_counts_restored_rows_from_the_resto
     tick(5_101);
     send(&mut restored, &mut view, 1, Message::Barrier(3));
     assert!(restored.sides[0].stored().is_empty() && restored.sides[1].stored().is_empty());
-    commit_state(&store, |state| restored.checkpoint(state));
+    commit_state(&store, |state| restored.checkpoint(state).unwrap());
     assert_eq!(
         restored.memory_bytes(),
         0,
@@ -600,7 +686,9 @@ fn rows_that_come_and_go_between_checkpoints_leave_nothing_to_write() {
     let mut operator = join(JoinKind::Inner, false);
     let entries = |operator: &mut JoinOperator| {
         let mut batch = crate::state::WriteBatch::new();
-        operator.checkpoint(&mut StateWriter::new(b"j/".to_vec(), &mut batch));
+        operator
+            .checkpoint(&mut StateWriter::new(b"j/".to_vec(), &mut batch))
+            .unwrap();
         batch.len()
     };
     operator
