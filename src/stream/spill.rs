@@ -200,14 +200,14 @@ impl SpilledRuns {
 
     /// Writes `entries` (sorted by key, each once; None: deleted) as a new
     /// run, merged with the newest runs while they are small next to it
-    /// (`runs::runs_to_merge`), ahead of its listing by a checkpoint.
+    /// (`runs::runs_to_merge_tiered`), ahead of its listing by a checkpoint.
     pub fn spill(&mut self, entries: Vec<Entry>) -> Result<()> {
         self.open()?;
         let listed: Vec<Arc<Run>> = self.runs.iter().map(|(run, _)| run.clone()).collect();
-        // Each run at least eight times the next newer: an entry is rewritten
-        // about log8(state / budget) times; a lookup probes each run's
-        // filter, which costs less than the writes a smaller factor makes.
-        let taken = runs::runs_to_merge_by(&listed, entries.len() as u64, 8, 20);
+        // Tiers of eight: an entry is rewritten about log8(state / budget)
+        // times; a lookup probes each run's filter (fewer than eight a
+        // tier), which costs less than the writes a smaller factor makes.
+        let taken = runs::runs_to_merge_tiered(&listed, entries.len() as u64, 8, 24);
         if entries.is_empty() && taken == 0 {
             return Ok(());
         }

@@ -460,5 +460,44 @@ pub fn runs_to_merge_by(runs: &[Arc<Run>], new: u64, factor: u64, most_runs: usi
     taken
 }
 
+/// How many of the newest of `runs` (oldest first) to merge with `new`
+/// entries, tiered: runs sit in tiers by size (a tier per power of
+/// `factor`), and once `factor` runs are in the newest tier they become
+/// one run of the next (cascading), so an entry is rewritten about
+/// log_factor(state / run) times and a tier holds fewer than `factor` runs.
+/// (`runs_to_merge_by` merges while the next older run is small next to
+/// what is merged so far: with runs of equal size arriving, each merge
+/// rewrites everything merged before, until it is `factor` times a run.)
+/// Past `most_runs`, the newest two are merged as well.
+pub fn runs_to_merge_tiered(runs: &[Arc<Run>], new: u64, factor: u64, most_runs: usize) -> usize {
+    let tier = |entries: u64| {
+        let (mut tier, mut entries) = (0u32, entries.max(1));
+        while entries >= factor {
+            entries /= factor;
+            tier += 1;
+        }
+        tier
+    };
+    let mut sizes: Vec<u64> = runs.iter().map(|run| run.entries).collect();
+    sizes.push(new);
+    // The first of `runs` in the merge: all merges take the newest.
+    let mut start = runs.len();
+    loop {
+        let newest = tier(sizes[sizes.len() - 1]);
+        let in_tier = (sizes.iter().rev())
+            .take_while(|size| tier(**size) <= newest)
+            .count();
+        let merged = match in_tier >= factor as usize {
+            true => in_tier,
+            false if sizes.len() > most_runs => 2,
+            false => break,
+        };
+        let total: u64 = sizes.split_off(sizes.len() - merged).iter().sum();
+        sizes.push(total);
+        start -= merged - 1;
+    }
+    runs.len() - start
+}
+
 #[cfg(test)]
 mod tests;

@@ -138,3 +138,35 @@ fn indexed_runs_tell_their_entries_and_are_read_by_prefix() {
     assert!(found.iter().all(|(key, _)| key.starts_with(b"p03")));
     assert_eq!(found.last().unwrap().1, 1, "the older run first");
 }
+
+/// Runs of equal size arriving are merged in tiers: each entry is
+/// rewritten a few times, not once per run that came after it, and the
+/// runs stay few.
+#[test]
+fn tiered_merges_rewrite_each_entry_about_once_a_tier() {
+    let mut runs: Vec<Arc<Run>> = Vec::new();
+    let (mut written, mut arrived) = (0u64, 0u64);
+    for id in 0..200u64 {
+        let new = 1_000;
+        let taken = runs_to_merge_tiered(&runs, new, 8, 24);
+        let merged = runs.split_off(runs.len() - taken);
+        let entries = new + merged.iter().map(|run| run.entries).sum::<u64>();
+        written += entries;
+        arrived += new;
+        runs.push(Arc::new(Run {
+            id,
+            pages: 1,
+            entries,
+        }));
+        assert!(runs.len() <= 24);
+        for pair in runs.windows(2) {
+            assert!(pair[0].entries >= pair[1].entries, "older runs are bigger");
+        }
+    }
+    // 200 runs of 1,000: tiers of 8 and 64 runs; each entry written about
+    // three times (the first write, then once a tier).
+    let amplification = written as f64 / arrived as f64;
+    assert!(amplification < 3.5, "{amplification}");
+    assert!(runs.len() <= 3 * 7, "{}", runs.len());
+    assert_eq!(runs.iter().map(|run| run.entries).sum::<u64>(), arrived);
+}
