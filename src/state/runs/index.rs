@@ -212,18 +212,29 @@ pub fn lookup_prefix<'a>(
     Ok(())
 }
 
-/// Hands `found` the entries of an encoded page starting with `prefix`;
-/// true if the page ends before any entry past them (the next page may
-/// hold more).
-fn entries_with_prefix(mut bytes: &[u8], prefix: &[u8], found: &mut Found<'_>) -> Result<bool> {
+/// An encoded page's entries read in place: each key and its value (None:
+/// deleted), in key order.
+fn page_entries(mut bytes: &[u8]) -> Result<impl Iterator<Item = Result<PageEntry<'_>>>> {
     let count = take_length(&mut bytes)?;
-    for _ in 0..count {
+    Ok((0..count).map(move |_| {
         let key_length = take_length(&mut bytes)? as usize;
         let stored = take(&mut bytes, key_length)?;
         let value = match take_length(&mut bytes)? {
             DELETED => None,
             length => Some(take(&mut bytes, length as usize)?),
         };
+        Ok((stored, value))
+    }))
+}
+
+type PageEntry<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// Hands `found` the entries of an encoded page starting with `prefix`;
+/// true if the page ends before any entry past them (the next page may
+/// hold more).
+fn entries_with_prefix(bytes: &[u8], prefix: &[u8], found: &mut Found<'_>) -> Result<bool> {
+    for entry in page_entries(bytes)? {
+        let (stored, value) = entry?;
         if stored.starts_with(prefix) {
             found(stored, value)?;
         } else if stored > prefix {
@@ -234,15 +245,9 @@ fn entries_with_prefix(mut bytes: &[u8], prefix: &[u8], found: &mut Found<'_>) -
 }
 
 /// `key`'s entry in an encoded page, read in place.
-fn find_in_page(mut bytes: &[u8], key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
-    let count = take_length(&mut bytes)?;
-    for _ in 0..count {
-        let key_length = take_length(&mut bytes)? as usize;
-        let stored = take(&mut bytes, key_length)?;
-        let value = match take_length(&mut bytes)? {
-            DELETED => None,
-            length => Some(take(&mut bytes, length as usize)?),
-        };
+fn find_in_page(bytes: &[u8], key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+    for entry in page_entries(bytes)? {
+        let (stored, value) = entry?;
         match stored.cmp(key) {
             std::cmp::Ordering::Less => continue,
             std::cmp::Ordering::Equal => return Ok(Some(value.map(<[u8]>::to_vec))),

@@ -251,16 +251,18 @@ fn spilled_changes_match_the_reference(kind: JoinKind, seed: u64) {
     }
 }
 
+const ALL_KINDS: [JoinKind; 6] = [
+    JoinKind::Inner,
+    JoinKind::Left,
+    JoinKind::Right,
+    JoinKind::Full,
+    JoinKind::Semi,
+    JoinKind::Anti,
+];
+
 #[test]
 fn every_join_kind_equals_the_join_of_its_inputs_under_inserts_and_retractions() {
-    for kind in [
-        JoinKind::Inner,
-        JoinKind::Left,
-        JoinKind::Right,
-        JoinKind::Full,
-        JoinKind::Semi,
-        JoinKind::Anti,
-    ] {
+    for kind in ALL_KINDS {
         for seed in 1..20 {
             random_changes_match_the_reference(kind, false, seed * 7919);
         }
@@ -269,14 +271,7 @@ fn every_join_kind_equals_the_join_of_its_inputs_under_inserts_and_retractions()
 
 #[test]
 fn every_join_kind_equals_the_join_of_its_inputs_with_its_sides_spilled() {
-    for kind in [
-        JoinKind::Inner,
-        JoinKind::Left,
-        JoinKind::Right,
-        JoinKind::Full,
-        JoinKind::Semi,
-        JoinKind::Anti,
-    ] {
+    for kind in ALL_KINDS {
         for seed in 1..8 {
             spilled_changes_match_the_reference(kind, seed * 104_729);
         }
