@@ -29,6 +29,7 @@ mod state;
 mod undo;
 pub mod updating_aggregate;
 mod updating_bin;
+mod updating_spill;
 pub mod window_aggregate;
 mod window_bin;
 mod window_closes;

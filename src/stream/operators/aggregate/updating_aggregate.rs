@@ -27,11 +27,13 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::calls::{evaluate_arguments, push_changes, AggregateCall, Arguments};
 use super::state::{checkpointed_bins, BinChanges};
 use super::updating_bin::{BinBatch, UpdatingBin, UpdatingShape};
+use super::updating_spill::BinSpill;
 use super::{change_watermark, late_row, window_ends, LateHandling, WindowGroup, UNWINDOWED};
 use crate::error::{Result, WeirError};
 use crate::stream::checkpoint::{StateReader, StateWriter};
 use crate::stream::message::{Chunk, Message};
 use crate::stream::operator::{Context, Operator, Output};
+use crate::stream::spill::SpillSpace;
 
 /// The most a write group's undo may hold (bins it closed, groups as they
 /// were) before the operator stops keeping it.
@@ -53,6 +55,8 @@ pub struct UpdatingAggregateOperator {
     /// Puts out a watermark its changes keep to (for a join that forgets
     /// rows by it): see `change_watermark`.
     forwards_watermark: bool,
+    /// Without a window: where its bin spills past the memory budget.
+    spill: Option<BinSpill>,
 }
 
 /// What the write group running now did to the bins.
@@ -99,6 +103,7 @@ impl UpdatingAggregateOperator {
             undo: Undo::default(),
             undo_limit_bytes: UNDO_BYTES,
             forwards_watermark: false,
+            spill: None,
         })
     }
 
@@ -125,16 +130,25 @@ impl UpdatingAggregateOperator {
             .filter_map(|end| self.bins.get(end))
             .map(UpdatingBin::undo_bytes)
             .sum();
-        if kept + self.undo.dropped_bytes <= self.undo_limit_bytes {
+        let spilled = self.spill.as_ref().map_or(0, BinSpill::undo_bytes);
+        if kept + spilled + self.undo.dropped_bytes <= self.undo_limit_bytes {
             return;
         }
+        self.forget_undo();
+        self.undo.given_up = true;
+    }
+
+    /// The write group committed, or its undo was given up.
+    fn forget_undo(&mut self) {
         let undo = std::mem::take(&mut self.undo);
         for end in undo.changed {
             if let Some(bin) = self.bins.get_mut(&end) {
                 bin.forget();
             }
         }
-        self.undo.given_up = true;
+        if let Some(spill) = self.spill.as_mut() {
+            spill.forget();
+        }
     }
 
     /// The rows of the chunk per window end, late rows and rows without a
@@ -206,7 +220,8 @@ impl UpdatingAggregateOperator {
             arguments,
             diffs,
         };
-        let changes = bin.apply(batch, &self.shape, keeps_undo)?;
+        let spill = self.spill.as_ref().filter(|_| end == UNWINDOWED);
+        let changes = bin.apply(batch, &self.shape, keeps_undo, spill)?;
         if changes.diffs.is_empty() {
             return Ok(());
         }
@@ -282,7 +297,13 @@ impl Operator for UpdatingAggregateOperator {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.bins.values().map(UpdatingBin::memory_bytes).sum()
+        let spilled = self.spill.as_ref().map_or(0, BinSpill::memory_bytes);
+        spilled
+            + self
+                .bins
+                .values()
+                .map(UpdatingBin::memory_bytes)
+                .sum::<usize>()
     }
 
     fn on_batch(&mut self, chunk: Chunk, context: Context, output: &mut Output) -> Result<()> {
@@ -299,6 +320,9 @@ impl Operator for UpdatingAggregateOperator {
             // Every row in order: no need to take them.
             let rows = (end_rows.len() != rows).then(|| UInt32Array::from(end_rows));
             self.apply(end, rows.as_ref(), (&keys, &arguments, diffs), output)?;
+        }
+        if let (Some(spill), Some(bin)) = (self.spill.as_mut(), self.bins.get_mut(&UNWINDOWED)) {
+            spill.settle(bin, &self.shape, !self.undo.given_up)?;
         }
         self.bound_undo();
         Ok(())
@@ -321,7 +345,19 @@ impl Operator for UpdatingAggregateOperator {
         Ok(())
     }
 
+    fn attach(&mut self, space: SpillSpace) {
+        if self.window.is_some() || self.groups.is_empty() {
+            return;
+        }
+        // A state without a row format keeps the bin in memory.
+        self.spill = BinSpill::new(space, &self.shape).ok().flatten();
+    }
+
     fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
+        if let Some(spill) = self.spill.as_mut() {
+            self.bin_changes.changed.remove(&UNWINDOWED);
+            spill.checkpoint(self.bins.get_mut(&UNWINDOWED), state)?;
+        }
         let (bins, shape) = (&mut self.bins, &self.shape);
         self.bin_changes
             .checkpoint_each(state, |end| match bins.get_mut(&end) {
@@ -331,20 +367,25 @@ impl Operator for UpdatingAggregateOperator {
     }
 
     fn restore(&mut self, state: &StateReader) -> Result<()> {
-        for (end, value) in checkpointed_bins(state)? {
+        if let Some(spill) = self.spill.as_mut() {
             self.bins
-                .insert(end, UpdatingBin::restore(value, &self.shape)?);
+                .insert(UNWINDOWED, spill.restore(state, &self.shape)?);
+        }
+        for (end, value) in checkpointed_bins(state)? {
+            let mut bin = UpdatingBin::restore(value, &self.shape)?;
+            if end == UNWINDOWED && self.spill.is_some() {
+                // Written before it spilled: the next checkpoint writes
+                // its groups as a run instead.
+                bin.mark_all_dirty();
+                self.bin_changes.closed.insert(UNWINDOWED);
+            }
+            self.bins.insert(end, bin);
         }
         Ok(())
     }
 
     fn commit(&mut self) {
-        let undo = std::mem::take(&mut self.undo);
-        for end in undo.changed {
-            if let Some(bin) = self.bins.get_mut(&end) {
-                bin.forget();
-            }
-        }
+        self.forget_undo();
     }
 
     fn rollback(&mut self) -> Result<bool> {
@@ -365,6 +406,13 @@ impl Operator for UpdatingAggregateOperator {
             if let Some(bin) = self.bins.get_mut(end) {
                 bin.undo();
             }
+        }
+        if let Some(spill) = self.spill.as_mut() {
+            let bin = match self.bins.entry(UNWINDOWED) {
+                Entry::Occupied(entry) => entry.into_mut(),
+                Entry::Vacant(entry) => entry.insert(UpdatingBin::new(&self.shape)?),
+            };
+            spill.roll_back(bin, &self.shape)?;
         }
         // Whatever the group touched is written again at the next
         // checkpoint (a bin it made and a checkpoint wrote is gone now).

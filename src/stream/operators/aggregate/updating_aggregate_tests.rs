@@ -406,3 +406,6 @@ fn a_write_group_past_the_undo_bound_is_not_undone_in_place() {
         .unwrap();
     assert!(stage.rollback().unwrap(), "the next group keeps its undo");
 }
+
+#[path = "updating_spill_tests.rs"]
+mod spill;

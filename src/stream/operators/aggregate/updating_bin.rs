@@ -10,6 +10,7 @@
 //! groups with rows, and rebuilds the bin from them when the empty ones
 //! outnumber them.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, BooleanArray, UInt32Array};
@@ -23,6 +24,7 @@ use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use super::calls::{AggregateCall, Arguments};
 use super::group_states::{group_states, GroupStates};
 use super::state::{decode_state, encode_rows, state_widths};
+use super::updating_spill::BinSpill;
 use crate::error::{Result, WeirError};
 
 /// What every bin of one operator shares.
@@ -69,6 +71,10 @@ pub struct UpdatingBin {
     saved_rows: Vec<(usize, i64)>,
     /// Scratch: each batch row's group.
     group_indices: Vec<usize>,
+    /// Per group: whether it changed since it was last written out
+    /// (`take_dirty`, for a bin that spills).
+    dirty: Vec<bool>,
+    dirty_groups: Vec<u32>,
 }
 
 impl UpdatingBin {
@@ -91,17 +97,19 @@ impl UpdatingBin {
             saved: Vec::new(),
             saved_rows: Vec::new(),
             group_indices: Vec::new(),
+            dirty: Vec::new(),
+            dirty_groups: Vec::new(),
         })
     }
 
     /// Interns `keys`, making room for new groups; their row-format keys
-    /// are kept.
-    fn intern(&mut self, keys: &[ArrayRef], shape: &UpdatingShape) -> Result<()> {
+    /// are kept. Returns the new groups.
+    fn intern(&mut self, keys: &[ArrayRef], shape: &UpdatingShape) -> Result<Range<usize>> {
         let before = self.keys.len();
         self.keys.intern(keys, &mut self.group_indices)?;
         let total = self.keys.len();
         if total == before {
-            return Ok(());
+            return Ok(before..total);
         }
         // The first row of each new group (groups are numbered in order
         // of first appearance).
@@ -126,25 +134,34 @@ impl UpdatingBin {
         self.rows.resize(total, 0);
         self.touched.resize(total, false);
         self.saved.resize(total, false);
-        Ok(())
+        self.dirty.resize(total, false);
+        Ok(before..total)
     }
 
     /// Applies a batch's rows (keeping what the write group changed, to
-    /// undo it, when `keeps_undo`); returns the view's changes.
+    /// undo it, when `keeps_undo`); returns the view's changes. Groups new
+    /// to memory are first read back from `spill`, if it has let any go.
     pub fn apply(
         &mut self,
         batch: BinBatch<'_>,
         shape: &UpdatingShape,
         keeps_undo: bool,
+        spill: Option<&BinSpill>,
     ) -> Result<BinChanges> {
-        self.intern(batch.keys, shape)?;
+        let new_groups = self.intern(batch.keys, shape)?;
         let indices = std::mem::take(&mut self.group_indices);
+        if let Some(spill) = spill {
+            spill.read_back(self, new_groups, shape)?;
+        }
         // The groups touched, in order of first row, and that row.
         let (mut groups, mut firsts) = (Vec::new(), Vec::new());
         for (row, &group) in indices.iter().enumerate() {
             if !std::mem::replace(&mut self.touched[group], true) {
                 groups.push(group as u32);
                 firsts.push(row as u32);
+                if !std::mem::replace(&mut self.dirty[group], true) {
+                    self.dirty_groups.push(group as u32);
+                }
             }
         }
         if keeps_undo {
@@ -273,11 +290,12 @@ impl UpdatingBin {
                 .collect();
             *self = UpdatingBin::new(shape)?;
             self.merge(&keys, &states, Some(&rows), shape)?;
+            self.forget();
         }
         Ok(value)
     }
 
-    fn key_row(&self, group: u32) -> &[u8] {
+    pub fn key_row(&self, group: u32) -> &[u8] {
         let group = group as usize;
         let start = if group == 0 {
             0
@@ -296,13 +314,14 @@ impl UpdatingBin {
             let keys = keys.ok_or_else(|| WeirError::internal("a bin's keys are not binary"))?;
             bin.merge(keys, &batch.columns()[1..], None, shape)?;
         }
+        bin.forget();
         Ok(bin)
     }
 
     /// Merges groups in: keys in row format, each call's state columns
     /// and each group's rows (None: from the hidden row count when the
-    /// input retracts, else one).
-    fn merge(
+    /// input retracts, else one). Not logged for `undo`.
+    pub fn merge(
         &mut self,
         keys: &BinaryArray,
         states: &[ArrayRef],
@@ -321,7 +340,6 @@ impl UpdatingBin {
         let mut column = 0;
         for (group_states, width) in self.states.iter_mut().zip(state_widths(&shape.calls)?) {
             group_states.merge(&states[column..column + width], &indices)?;
-            group_states.forget();
             column += width;
         }
         let counts = match (rows, shape.retracting) {
@@ -351,6 +369,41 @@ impl UpdatingBin {
         Ok(counts.values().to_vec())
     }
 
+    /// The groups changed since the last call (or `mark_all_dirty`).
+    pub fn take_dirty(&mut self) -> Vec<u32> {
+        for &group in &self.dirty_groups {
+            self.dirty[group as usize] = false;
+        }
+        std::mem::take(&mut self.dirty_groups)
+    }
+
+    /// Every group counts as changed (restored from a whole-bin entry).
+    pub fn mark_all_dirty(&mut self) {
+        self.dirty.iter_mut().for_each(|dirty| *dirty = true);
+        self.dirty_groups = (0..self.dirty.len() as u32).collect();
+    }
+
+    /// The groups the write group running now saved (to undo).
+    pub fn saved_groups(&self) -> Vec<u32> {
+        self.saved_rows
+            .iter()
+            .map(|&(group, _)| group as u32)
+            .collect()
+    }
+
+    /// Each of `groups`' rows, and every call's state columns for them.
+    pub fn group_states(&self, groups: &[u32]) -> Result<(Vec<i64>, Vec<ArrayRef>)> {
+        let rows = groups
+            .iter()
+            .map(|&group| self.rows[group as usize])
+            .collect();
+        let mut states = Vec::new();
+        for group_states in &self.states {
+            states.extend(group_states.state(groups)?);
+        }
+        Ok((rows, states))
+    }
+
     pub fn memory_bytes(&self) -> usize {
         let states: usize = self.states.iter().map(|states| states.size()).sum();
         self.keys.size()
@@ -362,6 +415,8 @@ impl UpdatingBin {
             + self.saved.capacity()
             + self.saved_rows.capacity() * size_of::<(usize, i64)>()
             + self.group_indices.capacity() * size_of::<usize>()
+            + self.dirty.capacity()
+            + self.dirty_groups.capacity() * size_of::<u32>()
     }
 }
 

@@ -60,6 +60,7 @@ impl DistinctCountStates {
         values: &ArrayRef,
         groups: &[usize],
         mask: Option<&BooleanArray>,
+        logs: bool,
     ) -> Result<()> {
         let values = cast(values, &DataType::Int64)?;
         let values = values.as_primitive::<Int64Type>();
@@ -71,7 +72,9 @@ impl DistinctCountStates {
             let pair = (group as u32, values.value(row));
             if self.pairs.insert(pair) {
                 *self.counts.get_mut(group) += 1;
-                self.added.push(pair);
+                if logs {
+                    self.added.push(pair);
+                }
             }
         }
         Ok(())
@@ -95,7 +98,7 @@ impl GroupStates for DistinctCountStates {
                 "COUNT(DISTINCT) state got a retraction",
             ));
         }
-        self.add_all(&arguments[0], groups, mask)
+        self.add_all(&arguments[0], groups, mask, true)
     }
 
     fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
@@ -159,7 +162,9 @@ impl GroupStates for DistinctCountStates {
             }
             let values = lists.value(row);
             let rows = vec![group; values.len()];
-            self.add_all(&values, &rows, None)?;
+            // Merged state is not the write group's to undo (a spilled
+            // group read back in the middle of one).
+            self.add_all(&values, &rows, None, false)?;
         }
         Ok(())
     }

@@ -64,7 +64,8 @@ pub trait GroupStates: Send {
     /// accumulator for the call.
     fn state(&self, groups: &[u32]) -> Result<Vec<ArrayRef>>;
 
-    /// Merges state columns (`state`'s layout), row `i` into `groups[i]`.
+    /// Merges state columns (`state`'s layout), row `i` into `groups[i]`;
+    /// nothing merged is logged for `undo`.
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
 
     /// Bytes held.
