@@ -11,7 +11,9 @@ use weir::engine::Engine;
 use weir::server;
 
 /// mimalloc rather than glibc's malloc (docs/decisions.md, "The server
-/// allocates with mimalloc").
+/// allocates with mimalloc"); `--features system-allocator` builds with
+/// the system's, for heap profilers (heaptrack) that watch malloc.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
