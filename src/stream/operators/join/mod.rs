@@ -251,6 +251,7 @@ impl JoinOperator {
                 if known.is_none_or(|known| watermark > known) {
                     *known = Some(watermark);
                     self.sides[1 - side].expire(watermark)?;
+                    self.sides[1 - side].settle()?;
                     // A lookup join's rows are the left's rows, in its time.
                     if self.lookup && side == 0 {
                         output.push(Message::Watermark(watermark));

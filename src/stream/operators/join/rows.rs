@@ -45,6 +45,12 @@ pub struct SideRows {
     /// Restored from entries per row (written before it spilled): the
     /// next checkpoint deletes them, writing the rows as a run.
     restored_entries: bool,
+    /// Whether spilling lets groups go. A side whose rows expire keeps
+    /// every group (forgetting a row needs its count) and only writes its
+    /// changes out past the budget.
+    evicts: bool,
+    /// What `changed` takes (part of `bytes`).
+    changed_bytes: usize,
 }
 
 impl SideRows {
@@ -58,12 +64,16 @@ impl SideRows {
             budget_bytes: Arc::new(AtomicUsize::new(usize::MAX)),
             state_prefix,
             restored_entries: false,
+            evicts: true,
+            changed_bytes: 0,
         }
     }
 
     /// Spills to `space` past its budget (before `restore`), listing its
-    /// runs in checkpoint entry `head`.
-    pub fn attach(&mut self, space: SpillSpace, head: Vec<u8>) {
+    /// runs in checkpoint entry `head`; letting its groups go if it
+    /// `evicts`, else only writing its changes out.
+    pub fn attach(&mut self, space: SpillSpace, head: Vec<u8>, evicts: bool) {
+        self.evicts = evicts;
         self.budget_bytes = space.budget_bytes.clone();
         self.spilled = Some(SpilledRuns::counted(space, join_key_prefix, head));
     }
@@ -165,6 +175,7 @@ impl SideRows {
     }
 
     fn note_changed(&mut self, key: &[u8], row: &[u8], diff: i64) {
+        let before = self.bytes;
         let rows = match self.changed.get_mut(key) {
             Some(rows) => rows,
             None => {
@@ -191,12 +202,21 @@ impl SideRows {
                 self.bytes -= key.len() + GROUP_OVERHEAD_BYTES;
             }
         }
+        self.changed_bytes = (self.changed_bytes + self.bytes).saturating_sub(before);
     }
 
     /// Past the budget, writes the changes as a run and lets every group
-    /// go from memory (call it between batches).
+    /// go from memory (call it between batches). A side that keeps its
+    /// groups writes its changes out once they alone pass the budget.
     pub fn settle(&mut self) -> Result<()> {
-        if self.spilled.is_none() || self.bytes <= self.budget_bytes.load(Ordering::Relaxed) {
+        let budget = self.budget_bytes.load(Ordering::Relaxed);
+        if self.spilled.is_none() || self.bytes <= budget {
+            return Ok(());
+        }
+        if !self.evicts {
+            if self.changed_bytes > budget {
+                self.spill_changed()?;
+            }
             return Ok(());
         }
         self.spill_changed()?;
@@ -213,6 +233,7 @@ impl SideRows {
         };
         let mut entries: Vec<Entry> = Vec::new();
         let mut prefix = Vec::new();
+        self.changed_bytes = 0;
         for (key, rows) in std::mem::take(&mut self.changed) {
             entry_prefix(&key, &mut prefix);
             self.bytes -= key.len() + GROUP_OVERHEAD_BYTES;
@@ -241,6 +262,7 @@ impl SideRows {
                 .as_mut()
                 .map_or(Ok(()), |spilled| spilled.checkpoint(state));
         }
+        self.changed_bytes = 0;
         for (key, rows) in std::mem::take(&mut self.changed) {
             self.bytes -= key.len() + GROUP_OVERHEAD_BYTES;
             for (row, _) in rows {
@@ -264,7 +286,7 @@ impl SideRows {
             spilled.restore(state)?;
             let budget = self.budget_bytes.load(Ordering::Relaxed) as u64;
             let stored_bytes = spilled.stored_pages() * INDEXED_PAGE_BYTES as u64;
-            self.complete = spilled.is_empty() || stored_bytes <= budget / 2;
+            self.complete = spilled.is_empty() || !self.evicts || stored_bytes <= budget / 2;
             if !spilled.is_empty() && self.complete {
                 self.load_runs()?;
             }
@@ -313,7 +335,15 @@ impl SideRows {
                 .sum();
             self.bytes -= bytes;
             self.changed.clear();
+            self.changed_bytes = 0;
         }
+    }
+
+    /// Every row in memory (all of them while `complete`).
+    pub fn rows(&self) -> impl Iterator<Item = &[u8]> {
+        self.groups
+            .values()
+            .flat_map(|group| group.rows.keys().map(|row| &**row))
     }
 
     pub fn memory_bytes(&self) -> usize {

@@ -326,13 +326,13 @@ impl JoinSide {
         self.rows.apply(key, row, diff);
     }
 
-    /// Spills to `space` past the memory budget — unless its rows expire
-    /// (by watermark or TTL): those are bounded, and forgetting a row
-    /// needs its count.
+    /// Spills to `space` past the memory budget. A side whose rows expire
+    /// (by watermark or TTL) keeps every row in memory — they are bounded,
+    /// and forgetting a row needs its count — and only writes its changes
+    /// out as runs.
     pub fn attach(&mut self, space: SpillSpace, head: Vec<u8>) {
-        if self.expiry.is_none() && self.ttl.is_none() {
-            self.rows.attach(space, head);
-        }
+        let evicts = self.expiry.is_none() && self.ttl.is_none();
+        self.rows.attach(space, head, evicts);
     }
 
     /// Past the memory budget, writes the rows' changes out and lets them
@@ -379,6 +379,7 @@ impl JoinSide {
     /// having come at `now_ns` (the checkpoint keeps no arrival times).
     pub fn restore(&mut self, state: &StateReader, now_ns: i64) -> Result<()> {
         let entries = self.rows.restore(state)?;
+        self.remember_restored_runs(now_ns)?;
         for piece in entries.chunks(RESTORE_BATCH_ROWS) {
             let columns = self.columns(piece.iter().map(|(row, _)| *row))?;
             let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
@@ -397,6 +398,30 @@ impl JoinSide {
         }
         self.rows.restored();
         self.undo.clear();
+        Ok(())
+    }
+
+    /// Lists the deadlines of the rows read back from runs (a side whose
+    /// rows expire reads them all).
+    fn remember_restored_runs(&mut self, now_ns: i64) -> Result<()> {
+        if self.expiry.is_none() && self.ttl.is_none() {
+            return Ok(());
+        }
+        let rows: Vec<Box<[u8]>> = self.rows.rows().map(Box::from).collect();
+        for piece in rows.chunks(RESTORE_BATCH_ROWS) {
+            let columns = self.columns(piece.iter().map(|row| &**row))?;
+            let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+            let ends = self.match_ends(&batch)?;
+            for (index, row) in piece.iter().enumerate() {
+                self.remember_arrival(now_ns, row);
+                if let Some(end) = ends
+                    .as_ref()
+                    .and_then(|ends| ends.is_valid(index).then(|| ends.value(index)))
+                {
+                    self.remember_end(end, row);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -703,3 +703,6 @@ fn rows_that_come_and_go_between_checkpoints_leave_nothing_to_write() {
         .unwrap();
     assert_eq!(entries(&mut operator), 1, "a checkpointed row deleted");
 }
+
+#[path = "expiry_tests.rs"]
+mod expiry;
