@@ -182,6 +182,24 @@ impl SpilledRuns {
         self.runs.iter().map(|(run, _)| u64::from(run.pages)).sum()
     }
 
+    /// Entries the runs hold (a key in several runs counts in each).
+    pub fn stored_entries(&self) -> u64 {
+        self.runs.iter().map(|(run, _)| run.entries).sum()
+    }
+
+    /// Writes `entries` (sorted, each once) as the only run: every run
+    /// stored goes with the next checkpoint. For an operator that holds
+    /// all its state in memory and whose runs outgrew it.
+    pub fn rewrite(&mut self, entries: Vec<Entry>) -> Result<()> {
+        self.open()?;
+        for (run, index) in self.runs.drain(..) {
+            self.index_bytes -= index.memory_bytes();
+            self.doomed.push(run.id);
+        }
+        self.changed = true;
+        self.spill(entries)
+    }
+
     /// Whether any run is stored.
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()

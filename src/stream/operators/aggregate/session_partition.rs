@@ -366,7 +366,10 @@ impl SessionPartition {
             let sessions = self.keys.entry_mut(id).1;
             sessions.remove(&start);
             if sessions.is_empty() {
-                // Its id goes when the write group commits.
+                // An emptied map keeps its node (~1 kB): let it go now. Its
+                // id goes when the write group commits (a COPY of millions
+                // of rows is one, and would hold every key's node).
+                *sessions = Sessions::new();
                 self.undo.emptied(id);
             }
             self.keys.mark_changed(id);

@@ -208,10 +208,12 @@ impl SessionUndo {
     }
 
     fn forget(&mut self) {
-        for (id, _) in self.keys.drain(..) {
+        for (id, _) in std::mem::take(&mut self.keys) {
             self.noted[id as usize] = false;
         }
-        self.index.clear();
+        // Not cleared: a group that gave its undo up grew these to the
+        // bound, and a cleared Vec would keep that capacity.
+        self.index = Vec::new();
         self.bytes = 0;
     }
 }

@@ -249,11 +249,51 @@ impl SideRows {
         spilled.spill(entries)
     }
 
+    /// Writes the changes as a run — or, for a side that keeps every row
+    /// whose runs hold half again as many entries as it has rows (a row
+    /// that came and went is an entry in two runs until they merge), every
+    /// row as the one run instead: each entry is then written about three
+    /// times at most.
+    fn compact_or_spill_changed(&mut self) -> Result<()> {
+        let stored = self.spilled.as_ref().map_or(0, SpilledRuns::stored_entries);
+        if self.evicts || stored < COMPACT_SLACK_ENTRIES {
+            return self.spill_changed();
+        }
+        let rows: usize = self.groups.values().map(|group| group.rows.len()).sum();
+        if stored <= (rows + rows / 2) as u64 + COMPACT_SLACK_ENTRIES {
+            return self.spill_changed();
+        }
+        for (key, rows) in std::mem::take(&mut self.changed) {
+            self.bytes -= key.len() + GROUP_OVERHEAD_BYTES;
+            self.bytes -= rows
+                .keys()
+                .map(|row| row.len() + ROW_OVERHEAD_BYTES)
+                .sum::<usize>();
+        }
+        self.changed_bytes = 0;
+        let mut entries: Vec<Entry> = Vec::with_capacity(rows);
+        let mut prefix = Vec::new();
+        for (key, group) in &self.groups {
+            entry_prefix(key, &mut prefix);
+            for (row, count) in &group.rows {
+                entries.push((
+                    [prefix.as_slice(), row].concat(),
+                    Some(encode_count(*count)),
+                ));
+            }
+        }
+        entries.sort_unstable_by(|left, right| left.0.cmp(&right.0));
+        match self.spilled.as_mut() {
+            Some(spilled) => spilled.rewrite(entries),
+            None => Ok(()),
+        }
+    }
+
     /// Writes what changed since the last checkpoint: spilling, as a run
     /// listed with the others; else each changed row's count.
     pub fn checkpoint(&mut self, state: &mut StateWriter) -> Result<()> {
         if self.spilled.is_some() {
-            self.spill_changed()?;
+            self.compact_or_spill_changed()?;
             if std::mem::take(&mut self.restored_entries) {
                 state.delete_prefix(&self.state_prefix);
             }
@@ -388,6 +428,9 @@ fn join_key_prefix(entry: &[u8]) -> &[u8] {
         None => entry,
     }
 }
+
+/// Runs of fewer entries than this are never rewritten whole.
+const COMPACT_SLACK_ENTRIES: u64 = 16;
 
 /// Rough per-entry costs of the hash maps, for the memory gauge.
 pub const GROUP_OVERHEAD_BYTES: usize = 96;
