@@ -51,6 +51,18 @@ pub struct SpillSpace {
     pub budget_bytes: Arc<AtomicUsize>,
 }
 
+impl SpillSpace {
+    /// Key space `space` of `store` with a fixed budget (tests).
+    #[cfg(test)]
+    pub fn for_test(store: Arc<dyn StateStore>, space: &[u8], budget_bytes: usize) -> Self {
+        SpillSpace {
+            store,
+            space: space.to_vec(),
+            budget_bytes: Arc::new(AtomicUsize::new(budget_bytes)),
+        }
+    }
+}
+
 /// The memory an operator's state may take before it spills, unless set.
 pub const DEFAULT_BUDGET_BYTES: usize = 64 << 20;
 

@@ -138,12 +138,11 @@ fn spilling(
     budget_bytes: usize,
 ) -> Partitions {
     let mut partitions = Partitions::default();
-    let space = SpillSpace {
-        store: store.clone(),
-        space: b"opstate/test/".to_vec(),
-        budget_bytes: Arc::new(AtomicUsize::new(budget_bytes)),
-    };
-    partitions.attach(space);
+    partitions.attach(SpillSpace::for_test(
+        store.clone(),
+        b"opstate/test/",
+        budget_bytes,
+    ));
     partitions
 }
 

@@ -6,7 +6,6 @@
 //! and failed write groups (undone in place) among them.
 
 use super::*;
-use crate::state::StateStore;
 use crate::stream::spill::SpillSpace;
 
 /// The vectorised operator spilling to `store` past `budget_bytes`,
@@ -17,13 +16,12 @@ fn spilling(shape: Shape, store: &Arc<SledStore>, budget_bytes: usize) -> Stage 
         UpdatingAggregateOperator::new(groups, calls, window, schema, handling(), shape.retracting)
             .unwrap();
     let mut stage: Stage = Stage::new(Box::new(operator));
-    let store: Arc<dyn StateStore> = store.clone();
-    stage.attach(SpillSpace {
-        store: store.clone(),
-        space: b"opstate/a/".to_vec(),
-        budget_bytes: Arc::new(std::sync::atomic::AtomicUsize::new(budget_bytes)),
-    });
-    stage.restore(&stored_state(&*store)).unwrap();
+    stage.attach(SpillSpace::for_test(
+        store.clone(),
+        b"opstate/a/",
+        budget_bytes,
+    ));
+    stage.restore(&stored_state(&**store)).unwrap();
     stage
 }
 

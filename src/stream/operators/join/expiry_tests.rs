@@ -10,15 +10,7 @@ use super::*;
 /// The expiring join writing to `store` past `budget_bytes`, restored
 /// from it.
 fn spilling_expiring_join(store: &Arc<SledStore>, budget_bytes: usize) -> JoinOperator {
-    let mut operator = expiring_join();
-    let store: Arc<dyn crate::state::StateStore> = store.clone();
-    operator.attach(SpillSpace {
-        store: store.clone(),
-        space: b"opstate/j/".to_vec(),
-        budget_bytes: Arc::new(std::sync::atomic::AtomicUsize::new(budget_bytes)),
-    });
-    operator.restore(&stored_state(&*store)).unwrap();
-    operator
+    attached(expiring_join(), store, budget_bytes)
 }
 
 fn in_memory_join(store: &SledStore) -> JoinOperator {

@@ -189,14 +189,21 @@ fn random_batch(random: &mut Random, input: &mut HashMap<Row, i64>) -> Vec<(Row,
 
 /// A join spilling to `store` past `budget_bytes`, restored from it.
 fn spilling_join(kind: JoinKind, store: &Arc<SledStore>, budget_bytes: usize) -> JoinOperator {
-    let mut operator = join(kind, false);
-    let store: Arc<dyn crate::state::StateStore> = store.clone();
-    operator.attach(SpillSpace {
-        store: store.clone(),
-        space: b"opstate/j/".to_vec(),
-        budget_bytes: Arc::new(std::sync::atomic::AtomicUsize::new(budget_bytes)),
-    });
-    operator.restore(&stored_state(&*store)).unwrap();
+    attached(join(kind, false), store, budget_bytes)
+}
+
+/// `operator` spilling to `store` past `budget_bytes`, restored from it.
+fn attached(
+    mut operator: JoinOperator,
+    store: &Arc<SledStore>,
+    budget_bytes: usize,
+) -> JoinOperator {
+    operator.attach(SpillSpace::for_test(
+        store.clone(),
+        b"opstate/j/",
+        budget_bytes,
+    ));
+    operator.restore(&stored_state(&**store)).unwrap();
     operator
 }
 
